@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+import { UsageError } from "../core/errors.js";
+import { COMMANDS } from "./commands/index.js";
+
+function help(): string {
+  const names = Object.keys(COMMANDS).sort();
+  return [
+    "mage: meta-reinforcement learning for language agents",
+    "",
+    "usage: mage <command> [options]    (mage <command> --help for its options)",
+    "",
+    `commands: ${names.join(", ")}`,
+  ].join("\n");
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    console.log(help());
+    return name === undefined ? 2 : 0;
+  }
+  const load = COMMANDS[name];
+  if (!load) {
+    console.error(`mage: unknown command "${name}"; valid commands: ${Object.keys(COMMANDS).sort().join(", ")}`);
+    return 2;
+  }
+  const command = await load();
+  if (rest.includes("--help") || rest.includes("-h")) {
+    console.log(`${command.summary}\n\nusage: ${command.usage}`);
+    return 0;
+  }
+  try {
+    return await command.run(rest);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(`mage ${name}: ${err.message}`);
+      return err.exitCode;
+    }
+    throw err;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,14 @@
+/** An error caused by what the user asked for (bad flag, bad config, unknown name). Exit code 2. */
+export class UsageError extends Error {
+  readonly exitCode = 2;
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** Throws a UsageError listing the valid choices when `value` is not one of them. */
+export function expectChoice<T extends string>(what: string, value: string, choices: readonly T[]): T {
+  if ((choices as readonly string[]).includes(value)) return value as T;
+  throw new UsageError(`unknown ${what} "${value}"; valid choices: ${choices.join(", ")}`);
+}
