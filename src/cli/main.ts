@@ -21,7 +21,9 @@ export async function main(argv: string[]): Promise<number> {
   }
   const load = COMMANDS[name];
   if (!load) {
-    console.error(`mage: unknown command "${name}"; valid commands: ${Object.keys(COMMANDS).sort().join(", ")}`);
+    console.error(
+      `mage: unknown command "${name}"; valid commands: ${Object.keys(COMMANDS).sort().join(", ")}`,
+    );
     return 2;
   }
   const command = await load();

@@ -82,12 +82,10 @@ export class Rng {
   }
 
   static fromState(state: RngState): Rng {
-    return new Rng([state.key[0] >>> 0, state.key[1] >>> 0], [
-      state.s[0] >>> 0,
-      state.s[1] >>> 0,
-      state.s[2] >>> 0,
-      state.s[3] >>> 0,
-    ]);
+    return new Rng(
+      [state.key[0] >>> 0, state.key[1] >>> 0],
+      [state.s[0] >>> 0, state.s[1] >>> 0, state.s[2] >>> 0, state.s[3] >>> 0],
+    );
   }
 
   /** A child stream keyed by what it is for; independent of this stream's position. */
@@ -141,7 +139,8 @@ export class Rng {
 
   /** Uniform integer in [0, n). Unbiased (rejection sampling). */
   int(n: number): number {
-    if (!Number.isInteger(n) || n <= 0) throw new RangeError(`Rng.int: n must be a positive integer, got ${n}`);
+    if (!Number.isInteger(n) || n <= 0)
+      throw new RangeError(`Rng.int: n must be a positive integer, got ${n}`);
     if (n === 1) return 0;
     if (n <= 0x100000000) {
       const limit = 0x100000000 - (0x100000000 % n);

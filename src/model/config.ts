@@ -33,12 +33,22 @@ export function presetConfig(name: string, overrides: Partial<ModelConfig> = {})
 }
 
 export function validateModelConfig(c: ModelConfig): ModelConfig {
-  const positive: (keyof ModelConfig)[] = ["vocabSize", "dModel", "nLayers", "nHeads", "dFf", "contextLength"];
+  const positive: (keyof ModelConfig)[] = [
+    "vocabSize",
+    "dModel",
+    "nLayers",
+    "nHeads",
+    "dFf",
+    "contextLength",
+  ];
   for (const k of positive) {
-    if (!Number.isInteger(c[k]) || c[k] <= 0) throw new UsageError(`model.${k} must be a positive integer, got ${c[k]}`);
+    if (!Number.isInteger(c[k]) || c[k] <= 0)
+      throw new UsageError(`model.${k} must be a positive integer, got ${c[k]}`);
   }
-  if (c.dModel % c.nHeads !== 0) throw new UsageError(`model.dModel (${c.dModel}) must be divisible by model.nHeads (${c.nHeads})`);
-  if ((c.dModel / c.nHeads) % 2 !== 0) throw new UsageError("model.dModel / model.nHeads must be even for rotary positions");
+  if (c.dModel % c.nHeads !== 0)
+    throw new UsageError(`model.dModel (${c.dModel}) must be divisible by model.nHeads (${c.nHeads})`);
+  if ((c.dModel / c.nHeads) % 2 !== 0)
+    throw new UsageError("model.dModel / model.nHeads must be even for rotary positions");
   return c;
 }
 

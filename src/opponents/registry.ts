@@ -1,0 +1,76 @@
+import { UsageError } from "../core/errors.js";
+import type { Rng } from "../core/rng.js";
+import { kuhnOpponentKinds } from "./kuhn/index.js";
+import { tictactoeOpponentKinds } from "./tictactoe/index.js";
+import type { Opponent } from "./types.js";
+
+/**
+ * One family of opponents for a game, addressed by a spec "NAME" or "NAME:ARG"
+ * (e.g. "random", "mcts:100", "preferred:3", "cfr:1000").
+ */
+export interface OpponentKind<S = unknown, M = unknown> {
+  name: string;
+  /** How the argument reads in help text, e.g. "<simulations>"; omit when the kind takes none. */
+  arg?: string;
+  /** Whether the argument may be left out (a default is used). */
+  argOptional?: boolean;
+  description: string;
+  create(arg: string | undefined, ctx: { rng: Rng; replay: boolean; spec: string }): Opponent<S, M>;
+}
+
+/** Opponent families per game name. To add one, add an entry to the game's `opponents/<game>/index.ts`. */
+export const OPPONENT_KINDS: Record<string, readonly OpponentKind<any, any>[]> = {
+  tictactoe: tictactoeOpponentKinds,
+  kuhn: kuhnOpponentKinds,
+};
+
+export function opponentKindsFor(game: string): readonly OpponentKind<any, any>[] {
+  const kinds = OPPONENT_KINDS[game];
+  if (!kinds) {
+    throw new UsageError(
+      `game "${game}" has no opponents; games with opponents: ${Object.keys(OPPONENT_KINDS).join(", ")}`,
+    );
+  }
+  return kinds;
+}
+
+export function describeOpponentSpecs(game: string): string {
+  return opponentKindsFor(game)
+    .map((k) => (k.arg ? `${k.name}:${k.arg}${k.argOptional ? " (optional)" : ""}` : k.name))
+    .join(", ");
+}
+
+/** Parses and builds an opponent from a spec; a bad spec is a UsageError listing the valid ones. */
+export function createOpponent<S, M>(
+  game: string,
+  spec: string,
+  ctx: { rng: Rng; replay?: boolean },
+): Opponent<S, M> {
+  const kinds = opponentKindsFor(game);
+  const colon = spec.indexOf(":");
+  const name = colon < 0 ? spec : spec.slice(0, colon);
+  const arg = colon < 0 ? undefined : spec.slice(colon + 1);
+  const kind = kinds.find((k) => k.name === name);
+  if (!kind) {
+    throw new UsageError(`unknown ${game} opponent "${spec}"; valid specs: ${describeOpponentSpecs(game)}`);
+  }
+  if (kind.arg === undefined && arg !== undefined) {
+    throw new UsageError(`${game} opponent "${name}" takes no argument (got "${spec}")`);
+  }
+  if (kind.arg !== undefined && !kind.argOptional && (arg === undefined || arg === "")) {
+    throw new UsageError(`${game} opponent "${name}" needs an argument: ${name}:${kind.arg}`);
+  }
+  return kind.create(arg, { rng: ctx.rng, replay: ctx.replay ?? false, spec }) as Opponent<S, M>;
+}
+
+/** Parses a positive integer argument of a spec, or throws a UsageError naming the spec. */
+export function positiveIntArg(spec: string, arg: string | undefined, fallback?: number): number {
+  if (arg === undefined || arg === "") {
+    if (fallback !== undefined) return fallback;
+    throw new UsageError(`opponent spec "${spec}" needs a positive integer argument`);
+  }
+  if (!/^\d+$/.test(arg) || Number(arg) <= 0) {
+    throw new UsageError(`opponent spec "${spec}": "${arg}" is not a positive integer`);
+  }
+  return Number(arg);
+}
