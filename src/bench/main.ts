@@ -1,0 +1,25 @@
+/**
+ * `npm run bench`: every benchmark section, run one after another in one process so ratios
+ * are measured side by side. Pass section names to run a subset: `node dist/bench/main.js kuhn`.
+ * To add a section: write `src/bench/NAME.ts` exporting `run(): Promise<void>` and add it here.
+ */
+const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {};
+
+async function main(): Promise<void> {
+  const wanted = process.argv.slice(2);
+  const names = wanted.length > 0 ? wanted : Object.keys(SECTIONS);
+  for (const name of names) {
+    const load = SECTIONS[name];
+    if (!load) {
+      console.error(`unknown bench section "${name}"; valid: ${Object.keys(SECTIONS).join(", ")}`);
+      process.exitCode = 2;
+      return;
+    }
+    console.log(`\n=== ${name} ===`);
+    const t0 = performance.now();
+    await (await load()).run();
+    console.log(`(${name}: ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  }
+}
+
+await main();

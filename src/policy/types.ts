@@ -1,0 +1,60 @@
+/**
+ * The policy interface every language model in mage implements: the embedded
+ * transformer, an OpenAI-compatible server, scripted policies in tests.
+ */
+export type ChatRole = "system" | "user" | "assistant";
+
+export interface ChatMessage {
+  role: ChatRole;
+  content: string;
+  /**
+   * For assistant messages that the policy itself sampled: the exact token ids it produced.
+   * Templates of the embedded model use them verbatim instead of re-tokenizing `content`,
+   * so a transcript scores exactly the tokens that were sampled.
+   */
+  tokenIds?: readonly number[];
+}
+
+export interface SamplingParams {
+  /** 0 means greedy. */
+  temperature: number;
+  /** 1 means no nucleus truncation. */
+  topP: number;
+  /** 0 (or less) means no top-k truncation. */
+  topK: number;
+  maxTokens: number;
+  /** Generation stops after any of these strings appears; the stop string is kept in `text`. */
+  stop: readonly string[];
+}
+
+export interface GenerateRequest {
+  messages: readonly ChatMessage[];
+  sampling: SamplingParams;
+  /** Per-request seed (uint32) so a sequence's sample does not depend on its batch. */
+  seed: number;
+}
+
+export interface Generation {
+  text: string;
+  tokenIds: number[];
+  /** Log-probability of each generated token under the sampling distribution actually used. */
+  logprobs: number[];
+  finishReason: "stop" | "length";
+  promptTokens: number;
+}
+
+export interface Policy {
+  readonly name: string;
+  generate(requests: readonly GenerateRequest[]): Promise<Generation[]>;
+}
+
+/** Training samples at temperature 1 with no truncation, so behaviour log-probs are exact. */
+export const TRAIN_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 64, stop: [] };
+/** The reference's validation sampling (T 0.7, top-p 0.8, top-k 20). */
+export const EVAL_SAMPLING: SamplingParams = {
+  temperature: 0.7,
+  topP: 0.8,
+  topK: 20,
+  maxTokens: 64,
+  stop: [],
+};
