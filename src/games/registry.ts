@@ -5,7 +5,9 @@ import type { Game } from "./types.js";
  * Two-player games addressable by name (tournaments, opponents, tasks).
  * To add a game: implement `Game<S, M>` in `src/games/NAME.ts` and add one entry here.
  */
-export const GAMES: Record<string, () => Promise<Game<any, any>>> = {};
+export const GAMES: Record<string, () => Promise<Game<any, any>>> = {
+  tictactoe: async () => (await import("./tictactoe.js")).tictactoe,
+};
 
 export async function loadGame(name: string): Promise<Game<any, any>> {
   const load = GAMES[name];
