@@ -1,0 +1,140 @@
+import { Rng } from "../core/rng.js";
+
+/**
+ * Evaluation measures over finished trials. Definitions used everywhere in mage:
+ *  - success@k: won in ANY of the first k attempts (cumulative);
+ *  - outcome@k, score@k (chips@k for Kuhn): the result of attempt k, where a trial that stopped
+ *    earlier (it won) carries its last played attempt forward;
+ *  - final: the last attempt played;
+ *  - non-loss@k: attempt k (carried forward) not lost;
+ *  - in-trial gain: score@final − score@1.
+ */
+
+export interface AttemptOutcome {
+  won: boolean;
+  draw: boolean;
+  /** Game score of the attempt: chips for Kuhn, +1/0/−1 for TicTacToe, env return for puzzles. */
+  score: number;
+  /** Summed environment reward of the attempt. */
+  reward: number;
+  turns: number;
+  invalidActions: number;
+}
+
+export interface TrialOutcome {
+  opponent: string;
+  seat: string;
+  taskId: string;
+  /** Attempts actually played, in order (a won trial stops early). */
+  attempts: AttemptOutcome[];
+}
+
+export interface Estimate {
+  mean: number;
+  lo: number;
+  hi: number;
+  n: number;
+}
+
+export interface TrialMetrics {
+  trials: number;
+  attempts: number;
+  successAt: Estimate[];
+  nonLossAt: Estimate[];
+  scoreAt: Estimate[];
+  final: Estimate;
+  gain: Estimate;
+  invalidRate: number;
+  meanAttemptsPlayed: number;
+}
+
+/** The attempt that counts as "attempt k" (1-based), carrying the last played one forward. */
+export function attemptAt(trial: TrialOutcome, k: number): AttemptOutcome {
+  if (trial.attempts.length === 0) throw new Error(`trial ${trial.taskId} has no attempts`);
+  return trial.attempts[Math.min(k, trial.attempts.length) - 1];
+}
+
+export function successAt(trial: TrialOutcome, k: number): boolean {
+  return trial.attempts.slice(0, k).some((a) => a.won);
+}
+
+export function nonLossAt(trial: TrialOutcome, k: number): boolean {
+  const a = attemptAt(trial, k);
+  return a.won || a.draw;
+}
+
+export function scoreAt(trial: TrialOutcome, k: number): number {
+  return attemptAt(trial, k).score;
+}
+
+export function inTrialGain(trial: TrialOutcome): number {
+  return trial.attempts[trial.attempts.length - 1].score - trial.attempts[0].score;
+}
+
+/**
+ * Mean with a 95% percentile-bootstrap interval over trials (2,000 resamples, seeded, so the
+ * same data always gives the same interval).
+ */
+export function bootstrapMean(values: readonly number[], seed = 0, resamples = 2000): Estimate {
+  const n = values.length;
+  if (n === 0) return { mean: Number.NaN, lo: Number.NaN, hi: Number.NaN, n: 0 };
+  const mean = values.reduce((s, v) => s + v, 0) / n;
+  const rng = Rng.seeded(seed).derive("bootstrap", n);
+  const means = new Float64Array(resamples);
+  for (let b = 0; b < resamples; b++) {
+    let s = 0;
+    for (let i = 0; i < n; i++) s += values[rng.int(n)];
+    means[b] = s / n;
+  }
+  means.sort();
+  return { mean, lo: means[Math.floor(0.025 * resamples)], hi: means[Math.ceil(0.975 * resamples) - 1], n };
+}
+
+export function computeTrialMetrics(
+  trials: readonly TrialOutcome[],
+  attempts: number,
+  seed = 0,
+): TrialMetrics {
+  const ks = Array.from({ length: attempts }, (_, i) => i + 1);
+  const est = (f: (t: TrialOutcome) => number) => bootstrapMean(trials.map(f), seed);
+  let invalid = 0;
+  let turns = 0;
+  let played = 0;
+  for (const t of trials) {
+    played += t.attempts.length;
+    for (const a of t.attempts) {
+      invalid += a.invalidActions;
+      turns += a.turns;
+    }
+  }
+  return {
+    trials: trials.length,
+    attempts,
+    successAt: ks.map((k) => est((t) => (successAt(t, k) ? 1 : 0))),
+    nonLossAt: ks.map((k) => est((t) => (nonLossAt(t, k) ? 1 : 0))),
+    scoreAt: ks.map((k) => est((t) => scoreAt(t, k))),
+    final: est((t) => t.attempts[t.attempts.length - 1].score),
+    gain: est(inTrialGain),
+    invalidRate: turns > 0 ? invalid / turns : 0,
+    meanAttemptsPlayed: trials.length > 0 ? played / trials.length : 0,
+  };
+}
+
+/** Metrics per (opponent, seat) cell, in first-seen order. */
+export function metricsByOpponent(
+  trials: readonly TrialOutcome[],
+  attempts: number,
+  seed = 0,
+): { opponent: string; seat: string; metrics: TrialMetrics }[] {
+  const cells = new Map<string, TrialOutcome[]>();
+  for (const t of trials) {
+    const key = `${t.opponent}\u0000${t.seat}`;
+    const list = cells.get(key);
+    if (list) list.push(t);
+    else cells.set(key, [t]);
+  }
+  return [...cells.entries()].map(([key, list]) => {
+    const [opponent, seat] = key.split("\u0000");
+    return { opponent, seat, metrics: computeTrialMetrics(list, attempts, seed) };
+  });
+}

@@ -1,0 +1,239 @@
+import { readFileSync } from "node:fs";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { z } from "zod";
+import { UsageError } from "../core/errors.js";
+
+/**
+ * The training/evaluation config: YAML validated by a schema. Every field has a default, so a
+ * preset file only states what differs; `mage config print FILE` shows the resolved whole.
+ */
+
+const Sampling = z
+  .object({
+    temperature: z.number().min(0).default(1),
+    topP: z.number().gt(0).max(1).default(1),
+    topK: z.number().int().min(0).default(0),
+  })
+  .strict();
+
+const OpponentWeight = z
+  .object({
+    spec: z.string().min(1),
+    weight: z.number().gt(0).default(1),
+  })
+  .strict();
+
+const EvalCell = z
+  .object({
+    opponent: z.string().min(1),
+    seat: z.enum(["first", "second"]),
+    /** Whether the opponent is outside the training pool (reported as unseen). */
+    unseen: z.boolean().default(true),
+  })
+  .strict();
+
+export const ConfigSchema = z
+  .object({
+    name: z.string().default("run"),
+    seed: z.number().int().min(0).default(0),
+    game: z.enum(["tictactoe", "kuhn", "sokoban", "minesweeper"]),
+    model: z
+      .object({
+        preset: z.enum(["tiny", "small", "base"]).default("tiny"),
+        /** A pretrained checkpoint directory; when null, `mage train` pretrains one first. */
+        checkpoint: z.string().nullable().default(null),
+        kernels: z.enum(["auto", "js", "wasm", "native"]).default("auto"),
+        contextLength: z.number().int().positive().default(1024),
+      })
+      .strict()
+      .prefault({}),
+    pretrain: z
+      .object({
+        steps: z.number().int().min(0).default(300),
+        batchSequences: z.number().int().positive().default(16),
+        lr: z.number().positive().default(3e-3),
+        trials: z.number().int().positive().default(2000),
+      })
+      .strict()
+      .prefault({}),
+    task: z
+      .object({
+        promptStyle: z.enum(["compact", "full"]).default("compact"),
+        maxTurns: z.number().int().positive().optional(),
+        attempts: z.number().int().min(1).default(3),
+        reflection: z
+          .enum(["reflection_only", "history_only", "history_and_reflection", "none"])
+          .default("reflection_only"),
+        hindsight: z.boolean().default(false),
+        /** Opponents answer the same moves the same way in every attempt of a trial. */
+        replayOpponent: z.boolean().default(false),
+      })
+      .strict()
+      .prefault({}),
+    population: z
+      .object({
+        opponents: z.array(OpponentWeight).min(1),
+        seats: z.enum(["first", "second", "mixed"]).default("mixed"),
+        secondRatio: z.number().min(0).max(1).default(0.5),
+      })
+      .strict(),
+    rollout: z
+      .object({
+        tasksPerIteration: z.number().int().positive().default(16),
+        groupSize: z.number().int().positive().default(8),
+        maxResponseTokens: z.number().int().positive().default(48),
+        sampling: Sampling.prefault({}),
+      })
+      .strict()
+      .prefault({}),
+    credit: z
+      .object({
+        mode: z.enum(["differential", "per-attempt"]).default("differential"),
+        stepGamma: z.number().min(0).max(1).default(0.95),
+        trajGamma: z.number().min(0).max(1).default(0.6),
+        returnForm: z.enum(["reference", "paper"]).default("reference"),
+      })
+      .strict()
+      .prefault({}),
+    advantage: z
+      .object({
+        estimator: z.enum(["gigpo", "grpo"]).default("gigpo"),
+        scope: z.enum(["agent", "task", "batch"]).default("agent"),
+        mode: z.enum(["mean_norm", "mean_std_norm"]).default("mean_norm"),
+        stepWeight: z.number().min(0).default(1),
+        anchorPerAttempt: z.boolean().default(false),
+        /** SPIRAL-style role-conditioned running baseline instead of the group mean (episode level). */
+        roleBaselineDecay: z.number().min(0).max(1).nullable().default(null),
+      })
+      .strict()
+      .prefault({}),
+    penalties: z
+      .object({
+        invalidAction: z.number().min(0).default(0.5),
+        length: z.number().min(0).default(0),
+      })
+      .strict()
+      .prefault({}),
+    optim: z
+      .object({
+        lr: z.number().positive().default(1e-4),
+        weightDecay: z.number().min(0).default(0.01),
+        gradClip: z.number().positive().default(1),
+        epochs: z.number().int().positive().default(1),
+        miniBatchRows: z.number().int().positive().default(64),
+        clipLow: z.number().min(0).default(0.2),
+        clipHigh: z.number().min(0).default(0.2),
+        dualClip: z.number().min(0).default(3),
+        entropyCoef: z.number().min(0).default(0.001),
+        klCoef: z.number().min(0).default(0),
+        klClamp: z.number().positive().default(10),
+      })
+      .strict()
+      .prefault({}),
+    train: z
+      .object({
+        /** false for the prompting baselines (zero-shot, Reflexion): evaluation only, no updates. */
+        updates: z.boolean().default(true),
+        iterations: z.number().int().min(0).default(40),
+        checkpointEvery: z.number().int().positive().default(10),
+        keepLast: z.number().int().positive().default(3),
+        transcriptsPerIteration: z.number().int().min(0).default(2),
+      })
+      .strict()
+      .prefault({}),
+    eval: z
+      .object({
+        every: z.number().int().min(0).default(10),
+        trials: z.number().int().positive().default(64),
+        finalTrials: z.number().int().positive().default(500),
+        attempts: z.number().int().min(1).optional(),
+        reflection: z.enum(["reflection_only", "history_only", "history_and_reflection", "none"]).optional(),
+        cells: z.array(EvalCell).default([]),
+        sampling: Sampling.prefault({ temperature: 0.7, topP: 0.8, topK: 20 }),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+export type MageConfig = z.infer<typeof ConfigSchema>;
+
+function formatIssues(error: z.ZodError, source: string): string {
+  const lines = error.issues.map((issue) => {
+    const field = issue.path.length > 0 ? issue.path.join(".") : "(top level)";
+    return `  ${field}: ${issue.message}`;
+  });
+  return `invalid config ${source}:\n${lines.join("\n")}`;
+}
+
+/** Validates a plain object; throws a UsageError naming each bad field and what is allowed. */
+export function validateConfig(raw: unknown, source = "(inline)"): MageConfig {
+  const result = ConfigSchema.safeParse(raw);
+  if (!result.success) throw new UsageError(formatIssues(result.error, source));
+  return result.data;
+}
+
+/** Applies `key.path=value` overrides (values parsed as YAML scalars) to a plain object. */
+export function applyOverrides(
+  raw: Record<string, unknown>,
+  overrides: readonly string[],
+): Record<string, unknown> {
+  const out = structuredClone(raw);
+  for (const o of overrides) {
+    const eq = o.indexOf("=");
+    if (eq <= 0) throw new UsageError(`--set expects key=value (e.g. optim.lr=3e-4), got "${o}"`);
+    const path = o.slice(0, eq).split(".");
+    let value: unknown;
+    try {
+      value = parseYaml(o.slice(eq + 1));
+    } catch {
+      value = o.slice(eq + 1);
+    }
+    let node: Record<string, unknown> = out;
+    for (const key of path.slice(0, -1)) {
+      const next = node[key];
+      if (next === undefined || next === null) node[key] = {};
+      else if (typeof next !== "object" || Array.isArray(next)) {
+        throw new UsageError(`--set ${o}: "${key}" is not a section of the config`);
+      }
+      node = node[key] as Record<string, unknown>;
+    }
+    node[path[path.length - 1]] = value;
+  }
+  return out;
+}
+
+export function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new UsageError(`cannot read config ${path}: ${(err as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new UsageError(`config ${path} is not valid YAML: ${(err as Error).message}`);
+  }
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    throw new UsageError(`config ${path} must be a YAML mapping of sections`);
+  }
+  return raw as Record<string, unknown>;
+}
+
+export function loadConfig(path: string, overrides: readonly string[] = []): MageConfig {
+  return validateConfig(applyOverrides(readConfigFile(path), overrides), path);
+}
+
+export function configToYaml(config: MageConfig): string {
+  return stringifyYaml(config);
+}
+
+/** Per-game defaults the reference uses when a config leaves them out. */
+export const GAME_DEFAULTS: Record<MageConfig["game"], { maxTurns: number }> = {
+  tictactoe: { maxTurns: 8 },
+  kuhn: { maxTurns: 6 },
+  sokoban: { maxTurns: 7 },
+  minesweeper: { maxTurns: 7 },
+};
