@@ -1,0 +1,127 @@
+/**
+ * The text-task contract: a game (+ opponent + seat) as what a language agent sees and does.
+ *
+ * A `TextTask` is one task instance: `reset` builds it from a keyed generator (the deal, the
+ * level, the opponent and its opening move), `step` takes the raw model response, parses the
+ * action and plays it, and `restart` returns to the identical initial state for a new attempt.
+ * Everything the prompt builder needs comes back as plain strings in `StepResult`, so a trial's
+ * memory is plain JSON data (see `memory.ts`) and prompts are pure functions of it.
+ */
+import type { Rng } from "../core/rng.js";
+
+/** The agent's seat in a two-player game: it moves first or second. */
+export type Seat = "first" | "second";
+export const SEATS: readonly Seat[] = ["first", "second"];
+
+/** Prompt style: `full` = the reference's rebuilt single user message; `compact` = append-only chat. */
+export type PromptStyle = "full" | "compact";
+export const PROMPT_STYLES: readonly PromptStyle[] = ["full", "compact"];
+
+/** What each finished attempt contributes to the next attempts' play prompts. */
+export type ReflectionType = "reflection_only" | "history_only" | "history_and_reflection";
+export const REFLECTION_TYPES: readonly ReflectionType[] = [
+  "reflection_only",
+  "history_only",
+  "history_and_reflection",
+];
+
+export type Phase = "play" | "reflect";
+
+/** The outcome of one `step` (one model response in the play phase). */
+export interface StepResult {
+  /** Environment reward on the reference scale (TicTacToe ±10, Kuhn 5×chips, puzzles as LaMer). */
+  reward: number;
+  /** The attempt is over (game finished, puzzle solved or lost). */
+  done: boolean;
+  won: boolean;
+  draw: boolean;
+  /** Task score so far: Kuhn chips, TicTacToe +1/0/−1, puzzles as documented per task. */
+  score: number;
+  /** Whether the response held a well-formed, legal action. Invalid actions are flagged, never thrown. */
+  valid: boolean;
+  invalidReason?: string;
+  /** The move as the history shows it ("(2, 3)", "BET", "up, left"); for an invalid action the raw tag content or "". */
+  action: string;
+  /** One line on what happened ("The opponent played (1, 1).", "You won 2 chips."). */
+  feedback: string;
+  /** Full-style observation after the step. */
+  observation: string;
+  /** The observation as a hindsight reflection sees it (Kuhn: with the opponent's card); set only when it differs. */
+  hindsightObservation?: string;
+  /** Compact-style feedback ("Opp: BET.", "Invalid: cell taken.", "Win +2."). */
+  compactFeedback: string;
+  /** Compact-style observation after the step. */
+  compactObservation: string;
+  /** Compact hindsight addition ("Opp had Q."), only when there is hidden information to reveal. */
+  compactHindsight?: string;
+  /** Full-style outcome sentence when `done` ("You lost 2 chips."). */
+  outcome?: string;
+  /** Compact outcome when `done` ("Lost -2."). */
+  compactOutcome?: string;
+}
+
+/** Per-env info the runner and metrics read. */
+export interface TaskInfo {
+  task: string;
+  won: boolean;
+  draw: boolean;
+  score: number;
+  done: boolean;
+  /** Opponent spec name (e.g. "mcts:100"), or null for single-player puzzles. */
+  opponent: string | null;
+  seat: Seat | null;
+}
+
+/** Text of the prompts that depends on the task (and its seat) but not on the trial so far. */
+export interface TaskPromptText {
+  /** Full style: the game rules and goal, in natural language. */
+  rules: string;
+  /** Full style: how to answer in the play phase (reasoning, then the action tag format). */
+  playInstruction: string;
+  /** Compact style: the terse rules for the system message (including the action format). */
+  compactRules: string;
+  /** Compact style: the question that asks for the next move ("Your move?"). */
+  compactAsk: string;
+  /** Word for one action in history lines ("Move", "Action"). */
+  actionWord: string;
+}
+
+export interface TextTask {
+  /** Task name in the registry ("tictactoe", "kuhn", "sokoban", "minesweeper"). */
+  readonly name: string;
+  /** Opponent spec, or null for puzzles. */
+  readonly opponent: string | null;
+  readonly seat: Seat | null;
+  /**
+   * Starts a new task instance. `rng` fixes the instance (deal, level, board); `opponentRng`
+   * (default `rng.derive("opponent")`) seeds the opponent. If the agent sits second, the
+   * opponent's opening move is made here.
+   */
+  reset(rng: Rng, opponentRng?: Rng): Promise<void>;
+  /** Back to the identical initial state of this instance (incl. the opponent's opening move). */
+  restart(): void;
+  /** Parses the raw response, plays it (and the opponent's reply) and reports what happened. */
+  step(response: string): Promise<StepResult>;
+  readonly done: boolean;
+  /** Full-style observation of the current state. */
+  observation(): string;
+  /** Compact-style observation of the current state. */
+  compactObservation(): string;
+  /** Step-group anchor of the current state: observation + opponent name. */
+  anchor(): string;
+  /** Step-group anchor of a reflection call: "reflection" + opponent name. */
+  reflectionAnchor(): string;
+  info(): TaskInfo;
+  /** Prompt text for this instance (depends on the seat, fixed after construction). */
+  promptText(): TaskPromptText;
+}
+
+/** Options shared by every task constructor. */
+export interface TaskOptions {
+  /** Opponent spec for two-player games (each game has a default). */
+  opponent?: string;
+  /** Agent seat for two-player games (default "first"). */
+  seat?: Seat;
+  /** Stochastic opponents rewind their random stream at `restart` (same replies in every attempt). */
+  replayOpponent?: boolean;
+}
