@@ -1,0 +1,802 @@
+import { UsageError } from "../core/errors.js";
+import { Rng } from "../core/rng.js";
+import { type ModelConfig, paramSpecs } from "./config.js";
+import type { Kernels } from "./kernels/types.js";
+import { TokenSampler, type TruncationParams, validateSampling } from "./sampling.js";
+
+/**
+ * Incremental decoding of the embedded llama-style model with a KV cache, for many
+ * sequences at once.
+ *
+ * The unit of work is a block of rows, each row one token of one sequence at its position.
+ * Every weight product of a block is one `kernels.gemm` over all its rows, so a decode
+ * step is one GEMM per weight matrix over all active sequences, and a prompt is prefilled
+ * as a block. Attention reads each row's own cache, so rows of different sequences never
+ * mix: with a kernel whose output rows depend only on their input rows (the pure-TS one),
+ * a sequence's logits — and, with its own seeded stream, its samples — are bit-identical
+ * whatever else is in the batch.
+ *
+ * Architecture (llama/GGUF convention): token embedding; per layer RMSNorm → Q, K, V →
+ * RoPE on adjacent pairs (2i, 2i+1) of each head, angle pos·base^(−2i/headDim) → causal
+ * attention scaled 1/√headDim → output projection → residual; RMSNorm → SwiGLU
+ * down(silu(gate(x)) ⊙ up(x)) → residual; final RMSNorm; logits = h · token_embdᵀ.
+ */
+
+/**
+ * Where the sampler reads weights, by llama.cpp name (see `paramSpecs`): a Map, a plain
+ * record, or anything with `get(name)`. Looked up at the start of every call, so a learner
+ * that updates (or replaces) the tensors in place is seen by the next call.
+ */
+export type WeightSource =
+  | ReadonlyMap<string, Float32Array>
+  | Readonly<Record<string, Float32Array>>
+  | { get(name: string): Float32Array | undefined };
+
+/** The sampling fields the sampler uses; `SamplingParams` from the policy layer fits. */
+export interface SamplerSampling extends TruncationParams {
+  maxTokens: number;
+  /** Stop strings (added to `stopStrings` of the request). */
+  stop?: readonly string[];
+}
+
+export interface SampleRequest {
+  promptIds: readonly number[];
+  sampling: SamplerSampling;
+  /** uint32 seed of this sequence's own random stream (one uniform draw per sampled token). */
+  seed: number;
+  /** Sampling one of these ends the sequence; the stop token is kept in `tokenIds`/`logprobs`. */
+  stopIds?: readonly number[];
+  /** The sequence ends once its decoded output contains one of these; the completing token is kept. */
+  stopStrings?: readonly string[];
+}
+
+export interface SampleOutput {
+  /** Sampled ids, including the stop token when one ended the sequence. */
+  tokenIds: number[];
+  /** Log-prob of each sampled id under the distribution actually sampled (0 for greedy). */
+  logprobs: number[];
+  finishReason: "stop" | "length";
+  /** What stopped it, when finishReason is "stop". */
+  stoppedBy?: { tokenId: number } | { text: string };
+  promptTokens: number;
+}
+
+export interface GenerateOptions {
+  /** Needed when any request has stop strings: turns sampled ids into text. */
+  decode?: (ids: readonly number[]) => string;
+  /** Most prompt rows per prefill block (default 256). Long prompts split at fixed offsets. */
+  prefillChunk?: number;
+  /** Most sequences decoded together (default 64); more requests run in successive waves. */
+  maxConcurrent?: number;
+  /** KV-cache memory one wave may use (default 512 MiB); at least one sequence always runs. */
+  kvCacheBytes?: number;
+  /** Prefill identical prompts once and copy the cache (default true; results are identical). */
+  sharePrompts?: boolean;
+}
+
+/** A prompt plus the tokens to generate do not fit in the model's context. */
+export class ContextLengthError extends UsageError {
+  constructor(
+    readonly needed: number,
+    readonly limit: number,
+    detail: string,
+  ) {
+    super(
+      `${detail} needs ${needed} positions but the model's context length (model.contextLength) is ${limit}; ` +
+        "shorten the prompt, lower sampling.maxTokens or use a model with a longer context",
+    );
+    this.name = "ContextLengthError";
+  }
+}
+
+/** One sequence's KV cache: K and V laid out [layer, position, dModel]. */
+export class KvCache {
+  /** Positions filled so far. */
+  length = 0;
+  readonly k: Float32Array;
+  readonly v: Float32Array;
+  constructor(
+    readonly capacity: number,
+    readonly nLayers: number,
+    readonly dModel: number,
+  ) {
+    this.k = new Float32Array(nLayers * capacity * dModel);
+    this.v = new Float32Array(nLayers * capacity * dModel);
+  }
+  /** Copies the first `n` positions of every layer from `src` and sets length to n. */
+  copyPrefix(src: KvCache, n: number): void {
+    const d = this.dModel;
+    for (let l = 0; l < this.nLayers; l++) {
+      const so = l * src.capacity * d;
+      const to = l * this.capacity * d;
+      this.k.set(src.k.subarray(so, so + n * d), to);
+      this.v.set(src.v.subarray(so, so + n * d), to);
+    }
+    this.length = n;
+  }
+}
+
+interface LayerWeights {
+  attnNorm: Float32Array;
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  o: Float32Array;
+  ffnNorm: Float32Array;
+  gate: Float32Array;
+  up: Float32Array;
+  down: Float32Array;
+}
+
+interface BoundWeights {
+  embd: Float32Array;
+  layers: LayerWeights[];
+  outNorm: Float32Array;
+}
+
+function lookup(src: WeightSource, name: string, size: number): Float32Array {
+  let t: Float32Array | undefined;
+  if (src instanceof Map) t = src.get(name);
+  else if (typeof (src as { get?: unknown }).get === "function")
+    t = (src as { get(n: string): Float32Array | undefined }).get(name);
+  else t = (src as Record<string, Float32Array>)[name];
+  if (!(t instanceof Float32Array)) throw new Error(`model weights: tensor "${name}" is missing`);
+  if (t.length !== size)
+    throw new Error(`model weights: tensor "${name}" has ${t.length} values, expected ${size}`);
+  return t;
+}
+
+function bindWeights(src: WeightSource, c: ModelConfig): BoundWeights {
+  const d = c.dModel;
+  const layers: LayerWeights[] = [];
+  for (let l = 0; l < c.nLayers; l++) {
+    const p = `blk.${l}.`;
+    layers.push({
+      attnNorm: lookup(src, `${p}attn_norm.weight`, d),
+      q: lookup(src, `${p}attn_q.weight`, d * d),
+      k: lookup(src, `${p}attn_k.weight`, d * d),
+      v: lookup(src, `${p}attn_v.weight`, d * d),
+      o: lookup(src, `${p}attn_output.weight`, d * d),
+      ffnNorm: lookup(src, `${p}ffn_norm.weight`, d),
+      gate: lookup(src, `${p}ffn_gate.weight`, c.dFf * d),
+      up: lookup(src, `${p}ffn_up.weight`, c.dFf * d),
+      down: lookup(src, `${p}ffn_down.weight`, d * c.dFf),
+    });
+  }
+  return {
+    embd: lookup(src, "token_embd.weight", c.vocabSize * d),
+    layers,
+    outNorm: lookup(src, "output_norm.weight", d),
+  };
+}
+
+/** Per-request state inside one `generate` call. */
+interface SeqState {
+  req: SampleRequest;
+  cache: KvCache;
+  rng: Rng;
+  out: SampleOutput;
+  stopIds: ReadonlySet<number> | null;
+  stopStrings: readonly string[];
+  /** Tokens of decoded tail to check for stop strings. */
+  stopWindow: number;
+  maxTokens: number;
+  done: boolean;
+}
+
+/**
+ * The incremental forward pass and the batched generation loop. Holds preallocated
+ * work buffers (grown only when a bigger block than before arrives) and a pool of KV
+ * caches, so repeated calls and decode steps allocate nothing per token.
+ */
+export class Sampler {
+  readonly config: ModelConfig;
+  readonly kernels: Kernels;
+  private readonly headDim: number;
+  /** cos/sin of pos·base^(−2i/headDim), [contextLength, headDim/2]. */
+  private readonly ropeCos: Float64Array;
+  private readonly ropeSin: Float64Array;
+  private readonly tokenSampler: TokenSampler;
+
+  // Row descriptors of the block being run.
+  private rowCache: KvCache[] = [];
+  private rowPos = new Int32Array(0);
+  private rowTok = new Int32Array(0);
+  /** Output row in `logits` for each row, or -1. */
+  private rowLogit = new Int32Array(0);
+  private rowCap = 0;
+
+  // Activations [rows, width].
+  private x = new Float32Array(0);
+  private xn = new Float32Array(0);
+  private q = new Float32Array(0);
+  private k = new Float32Array(0);
+  private v = new Float32Array(0);
+  private att = new Float32Array(0);
+  private proj = new Float32Array(0);
+  private gate = new Float32Array(0);
+  private up = new Float32Array(0);
+  private scores = new Float32Array(0);
+  private gathered = new Float32Array(0);
+  /** Logits of the rows that asked for them, [n, vocabSize]. */
+  logits = new Float32Array(0);
+
+  private weights: BoundWeights | null = null;
+  private pool: KvCache[] = [];
+
+  constructor(config: ModelConfig, kernels: Kernels) {
+    this.config = config;
+    this.kernels = kernels;
+    this.headDim = config.dModel / config.nHeads;
+    const half = this.headDim / 2;
+    this.ropeCos = new Float64Array(config.contextLength * half);
+    this.ropeSin = new Float64Array(config.contextLength * half);
+    for (let pos = 0; pos < config.contextLength; pos++) {
+      for (let i = 0; i < half; i++) {
+        const angle = pos * config.ropeBase ** ((-2 * i) / this.headDim);
+        this.ropeCos[pos * half + i] = Math.cos(angle);
+        this.ropeSin[pos * half + i] = Math.sin(angle);
+      }
+    }
+    this.tokenSampler = new TokenSampler(config.vocabSize);
+  }
+
+  /** Resolves the weight tensors for the following forward calls. */
+  bind(params: WeightSource): void {
+    this.weights = bindWeights(params, this.config);
+  }
+
+  /** A KV cache for `capacity` positions (≤ contextLength), from the pool when possible. */
+  newCache(capacity: number): KvCache {
+    if (capacity > this.config.contextLength)
+      throw new ContextLengthError(capacity, this.config.contextLength, "a KV cache");
+    let best = -1;
+    for (let i = 0; i < this.pool.length; i++) {
+      const c = this.pool[i];
+      if (c.capacity >= capacity && (best < 0 || c.capacity < this.pool[best].capacity)) best = i;
+    }
+    if (best >= 0) {
+      const c = this.pool[best];
+      this.pool[best] = this.pool[this.pool.length - 1];
+      this.pool.pop();
+      c.length = 0;
+      return c;
+    }
+    return new KvCache(capacity, this.config.nLayers, this.config.dModel);
+  }
+
+  /** Returns a cache to the pool (keeps at most 256 caches). */
+  releaseCache(c: KvCache): void {
+    if (this.pool.length < 256) this.pool.push(c);
+  }
+
+  /** Frees pooled caches. */
+  clearPool(): void {
+    this.pool = [];
+  }
+
+  /**
+   * Appends `tokens` to each cache (a block: one GEMM per weight over all of them) and
+   * returns the logits of every appended position, [Σ tokens, vocabSize] in item order, in
+   * `this.logits` (overwritten by the next call). For tests and scoring; `generate` uses
+   * the same forward without materialising unneeded logits.
+   */
+  append(
+    params: WeightSource,
+    items: readonly { cache: KvCache; tokens: readonly number[] }[],
+  ): Float32Array {
+    this.bind(params);
+    let n = 0;
+    for (const it of items) n += it.tokens.length;
+    this.ensureRows(n);
+    let r = 0;
+    const seen = new Set<KvCache>();
+    for (const it of items) {
+      if (seen.has(it.cache)) throw new Error("Sampler.append: the same KV cache appears twice in one call");
+      seen.add(it.cache);
+      if (it.cache.length + it.tokens.length > it.cache.capacity)
+        throw new ContextLengthError(
+          it.cache.length + it.tokens.length,
+          Math.min(it.cache.capacity, this.config.contextLength),
+          "appending to a KV cache",
+        );
+      for (let i = 0; i < it.tokens.length; i++) {
+        this.rowCache[r] = it.cache;
+        this.rowPos[r] = it.cache.length + i;
+        this.rowTok[r] = it.tokens[i];
+        this.rowLogit[r] = r;
+        r++;
+      }
+    }
+    this.forward(n, n);
+    for (const it of items) it.cache.length += it.tokens.length;
+    return this.logits;
+  }
+
+  /**
+   * Samples continuations for all requests together. Results are in request order and do
+   * not depend on which other requests share the call.
+   */
+  generate(
+    params: WeightSource,
+    requests: readonly SampleRequest[],
+    options: GenerateOptions = {},
+  ): SampleOutput[] {
+    const c = this.config;
+    const seqs: SeqState[] = requests.map((req, i) => this.prepare(req, i, options));
+    this.bind(params);
+    const maxConcurrent = options.maxConcurrent ?? 64;
+    const budget = options.kvCacheBytes ?? 512 * 1024 * 1024;
+    const perPos = 2 * c.nLayers * c.dModel * 4;
+    let next = 0;
+    while (next < seqs.length) {
+      // One wave: as many sequences as fit the concurrency and memory limits.
+      const wave: SeqState[] = [];
+      let bytes = 0;
+      while (next < seqs.length && wave.length < maxConcurrent) {
+        const s = seqs[next];
+        const b = (s.req.promptIds.length + s.maxTokens) * perPos;
+        if (wave.length > 0 && bytes + b > budget) break;
+        bytes += b;
+        wave.push(s);
+        next++;
+      }
+      this.runWave(wave, options);
+    }
+    return seqs.map((s) => s.out);
+  }
+
+  private prepare(req: SampleRequest, index: number, options: GenerateOptions): SeqState {
+    const c = this.config;
+    const where = `requests[${index}]`;
+    validateSampling(req.sampling, `${where}.sampling`);
+    const prompt = req.promptIds;
+    if (prompt.length === 0)
+      throw new UsageError(`${where}.promptIds is empty; a prompt needs at least one token`);
+    for (const t of prompt)
+      if (!Number.isInteger(t) || t < 0 || t >= c.vocabSize)
+        throw new UsageError(`${where}.promptIds contains ${t}, not a token id in [0, ${c.vocabSize})`);
+    if (!Number.isInteger(req.seed))
+      throw new UsageError(`${where}.seed must be an integer, got ${req.seed}`);
+    const maxTokens = req.sampling.maxTokens;
+    if (prompt.length + maxTokens > c.contextLength)
+      throw new ContextLengthError(
+        prompt.length + maxTokens,
+        c.contextLength,
+        `${where}: a prompt of ${prompt.length} tokens plus sampling.maxTokens ${maxTokens}`,
+      );
+    const stopStrings = [...(req.stopStrings ?? []), ...(req.sampling.stop ?? [])].filter(
+      (s) => s.length > 0,
+    );
+    if (stopStrings.length > 0 && !options.decode)
+      throw new UsageError(`${where} has stop strings but generate() was given no decode function`);
+    const longest = stopStrings.reduce((m, s) => Math.max(m, s.length), 0);
+    return {
+      req,
+      cache: null as unknown as KvCache,
+      rng: Rng.seeded(req.seed >>> 0).derive("sampler"),
+      out: { tokenIds: [], logprobs: [], finishReason: "length", promptTokens: prompt.length },
+      stopIds: req.stopIds && req.stopIds.length > 0 ? new Set(req.stopIds) : null,
+      stopStrings,
+      // A UTF-8 character is at most 4 bytes and every ordinary token decodes to ≥ 1 byte.
+      stopWindow: 4 * longest + 8,
+      maxTokens,
+      done: maxTokens === 0,
+    };
+  }
+
+  private runWave(wave: SeqState[], options: GenerateOptions): void {
+    const chunk = Math.max(1, options.prefillChunk ?? 256);
+    const share = options.sharePrompts ?? true;
+    for (const s of wave) s.cache = this.newCache(s.req.promptIds.length + s.maxTokens);
+    try {
+      // Leaders prefill; followers (identical prompt) copy the leader's cache and logits.
+      const followers = new Map<SeqState, SeqState[]>();
+      const leaders: SeqState[] = [];
+      const byPrompt = new Map<string, SeqState>();
+      for (const s of wave) {
+        if (s.done) continue;
+        if (share) {
+          const key = s.req.promptIds.join(",");
+          const lead = byPrompt.get(key);
+          if (lead) {
+            followers.get(lead)!.push(s);
+            continue;
+          }
+          byPrompt.set(key, s);
+        }
+        leaders.push(s);
+        followers.set(s, []);
+      }
+      // Prefill blocks: whole prompts packed up to `chunk` rows; a longer prompt is split at
+      // multiples of `chunk` from its own start, so its block structure never depends on others.
+      type Piece = { s: SeqState; from: number; to: number };
+      let block: Piece[] = [];
+      let rows = 0;
+      const flush = (): void => {
+        if (block.length === 0) return;
+        this.ensureRows(rows);
+        let r = 0;
+        let nl = 0;
+        for (const pc of block) {
+          const ids = pc.s.req.promptIds;
+          for (let i = pc.from; i < pc.to; i++) {
+            this.rowCache[r] = pc.s.cache;
+            this.rowPos[r] = i;
+            this.rowTok[r] = ids[i];
+            this.rowLogit[r] = i === ids.length - 1 ? nl++ : -1;
+            r++;
+          }
+        }
+        this.forward(rows, nl);
+        let li = 0;
+        for (const pc of block) {
+          pc.s.cache.length = pc.to;
+          if (pc.to !== pc.s.req.promptIds.length) continue;
+          const off = li++ * this.config.vocabSize;
+          for (const f of followers.get(pc.s)!) {
+            f.cache.copyPrefix(pc.s.cache, pc.to);
+            this.sampleInto(f, off, options);
+          }
+          this.sampleInto(pc.s, off, options);
+        }
+        block = [];
+        rows = 0;
+      };
+      for (const s of leaders) {
+        const len = s.req.promptIds.length;
+        for (let from = 0; from < len; from += chunk) {
+          const to = Math.min(len, from + chunk);
+          if (rows + (to - from) > chunk) flush();
+          block.push({ s, from, to });
+          rows += to - from;
+        }
+      }
+      flush();
+
+      // Decode: one row per active sequence per step.
+      const active = wave.filter((s) => !s.done);
+      let nActive = active.length;
+      this.ensureRows(nActive);
+      while (nActive > 0) {
+        for (let r = 0; r < nActive; r++) {
+          const s = active[r];
+          const ids = s.out.tokenIds;
+          this.rowCache[r] = s.cache;
+          this.rowPos[r] = s.cache.length;
+          this.rowTok[r] = ids[ids.length - 1];
+          this.rowLogit[r] = r;
+        }
+        this.forward(nActive, nActive);
+        let w = 0;
+        for (let r = 0; r < nActive; r++) {
+          const s = active[r];
+          s.cache.length++;
+          this.sampleInto(s, r * this.config.vocabSize, options);
+          if (!s.done) active[w++] = s;
+        }
+        nActive = w;
+      }
+    } finally {
+      for (const s of wave) this.releaseCache(s.cache);
+    }
+  }
+
+  /** Samples the next token of `s` from `this.logits[off ..]`, records it and checks the stops. */
+  private sampleInto(s: SeqState, off: number, options: GenerateOptions): void {
+    const u = s.rng.float();
+    const id = this.tokenSampler.sample(this.logits, off, s.req.sampling, u);
+    const out = s.out;
+    out.tokenIds.push(id);
+    out.logprobs.push(this.tokenSampler.logprob);
+    if (s.stopIds?.has(id)) {
+      out.finishReason = "stop";
+      out.stoppedBy = { tokenId: id };
+      s.done = true;
+      return;
+    }
+    if (s.stopStrings.length > 0) {
+      const ids = out.tokenIds;
+      const tail = options.decode!(ids.length <= s.stopWindow ? ids : ids.slice(ids.length - s.stopWindow));
+      for (const stop of s.stopStrings) {
+        if (tail.includes(stop)) {
+          out.finishReason = "stop";
+          out.stoppedBy = { text: stop };
+          s.done = true;
+          return;
+        }
+      }
+    }
+    if (out.tokenIds.length >= s.maxTokens) s.done = true;
+  }
+
+  private ensureRows(n: number): void {
+    if (n <= this.rowCap) return;
+    const c = this.config;
+    const cap = Math.max(n, this.rowCap * 2, 16);
+    this.rowCap = cap;
+    this.rowCache = new Array(cap);
+    this.rowPos = new Int32Array(cap);
+    this.rowTok = new Int32Array(cap);
+    this.rowLogit = new Int32Array(cap);
+    const d = c.dModel;
+    this.x = new Float32Array(cap * d);
+    this.xn = new Float32Array(cap * d);
+    this.q = new Float32Array(cap * d);
+    this.k = new Float32Array(cap * d);
+    this.v = new Float32Array(cap * d);
+    this.att = new Float32Array(cap * d);
+    this.proj = new Float32Array(cap * d);
+    this.gate = new Float32Array(cap * c.dFf);
+    this.up = new Float32Array(cap * c.dFf);
+    this.gathered = new Float32Array(cap * d);
+    this.logits = new Float32Array(cap * c.vocabSize);
+  }
+
+  /** y[n, out] = x[n, in] · Wᵀ with W stored [out, in]. */
+  private linear(
+    n: number,
+    x: Float32Array,
+    w: Float32Array,
+    inDim: number,
+    outDim: number,
+    y: Float32Array,
+  ): void {
+    this.kernels.gemm(false, true, n, outDim, inDim, 1, x, 0, inDim, w, 0, inDim, 0, y, 0, outDim);
+  }
+
+  private rmsNorm(n: number, x: Float32Array, w: Float32Array, y: Float32Array, yRow?: Int32Array): void {
+    const d = this.config.dModel;
+    const eps = this.config.normEps;
+    for (let r = 0; r < n; r++) {
+      const dst = yRow ? yRow[r] : r;
+      if (dst < 0) continue;
+      const xo = r * d;
+      const yo = dst * d;
+      let ss = 0;
+      for (let i = 0; i < d; i++) ss += x[xo + i] * x[xo + i];
+      const inv = 1 / Math.sqrt(ss / d + eps);
+      for (let i = 0; i < d; i++) y[yo + i] = x[xo + i] * inv * w[i];
+    }
+  }
+
+  /**
+   * Runs rows [0, n) described by rowCache/rowPos/rowTok through the model, writing each
+   * row's K and V into its cache, and the logits of rows with rowLogit ≥ 0 into
+   * `this.logits[rowLogit]`. `nLogits` is the number of such rows.
+   */
+  private forward(n: number, nLogits: number): void {
+    const c = this.config;
+    const W = this.weights!;
+    const d = c.dModel;
+    const hd = this.headDim;
+    const half = hd / 2;
+    const { x, xn, q, k, v, att, proj, gate, up } = this;
+    for (let r = 0; r < n; r++) {
+      const t = this.rowTok[r];
+      if (!(t >= 0 && t < c.vocabSize)) throw new UsageError(`token id ${t} is outside [0, ${c.vocabSize})`);
+      const pos = this.rowPos[r];
+      if (pos >= c.contextLength) throw new ContextLengthError(pos + 1, c.contextLength, "a sequence");
+      x.set(W.embd.subarray(t * d, t * d + d), r * d);
+    }
+    const scale = 1 / Math.sqrt(hd);
+    for (let l = 0; l < c.nLayers; l++) {
+      const L = W.layers[l];
+      this.rmsNorm(n, x, L.attnNorm, xn);
+      this.linear(n, xn, L.q, d, d, q);
+      this.linear(n, xn, L.k, d, d, k);
+      this.linear(n, xn, L.v, d, d, v);
+      // RoPE on q and k, then store k and v in the caches.
+      for (let r = 0; r < n; r++) {
+        const pos = this.rowPos[r];
+        const ro = pos * half;
+        for (let h = 0; h < c.nHeads; h++) {
+          const base = r * d + h * hd;
+          for (let i = 0; i < half; i++) {
+            const cs = this.ropeCos[ro + i];
+            const sn = this.ropeSin[ro + i];
+            const a = base + 2 * i;
+            const q0 = q[a];
+            const q1 = q[a + 1];
+            q[a] = q0 * cs - q1 * sn;
+            q[a + 1] = q0 * sn + q1 * cs;
+            const k0 = k[a];
+            const k1 = k[a + 1];
+            k[a] = k0 * cs - k1 * sn;
+            k[a + 1] = k0 * sn + k1 * cs;
+          }
+        }
+        const cache = this.rowCache[r];
+        const co = (l * cache.capacity + pos) * d;
+        cache.k.set(k.subarray(r * d, r * d + d), co);
+        cache.v.set(v.subarray(r * d, r * d + d), co);
+      }
+      // Causal attention per segment (consecutive rows of one cache at consecutive positions).
+      let r0 = 0;
+      while (r0 < n) {
+        const cache = this.rowCache[r0];
+        let m = 1;
+        while (r0 + m < n && this.rowCache[r0 + m] === cache && this.rowPos[r0 + m] === this.rowPos[r0] + m)
+          m++;
+        if (m === 1) this.attendOne(r0, cache, l, scale);
+        else this.attendBlock(r0, m, cache, l, scale);
+        r0 += m;
+      }
+      this.linear(n, att, L.o, d, d, proj);
+      for (let i = 0, e = n * d; i < e; i++) x[i] += proj[i];
+      // SwiGLU MLP.
+      this.rmsNorm(n, x, L.ffnNorm, xn);
+      this.linear(n, xn, L.gate, d, c.dFf, gate);
+      this.linear(n, xn, L.up, d, c.dFf, up);
+      for (let i = 0, e = n * c.dFf; i < e; i++) {
+        const g = gate[i];
+        gate[i] = (g / (1 + Math.exp(-g))) * up[i];
+      }
+      this.linear(n, gate, L.down, c.dFf, d, proj);
+      for (let i = 0, e = n * d; i < e; i++) x[i] += proj[i];
+    }
+    if (nLogits > 0) {
+      // Final norm only for rows that want logits, gathered contiguously, then the tied head.
+      this.rmsNorm(n, x, W.outNorm, this.gathered, this.rowLogit);
+      this.kernels.gemm(
+        false,
+        true,
+        nLogits,
+        c.vocabSize,
+        d,
+        1,
+        this.gathered,
+        0,
+        d,
+        W.embd,
+        0,
+        d,
+        0,
+        this.logits,
+        0,
+        c.vocabSize,
+      );
+    }
+  }
+
+  private ensureScores(size: number): Float32Array {
+    if (this.scores.length < size) this.scores = new Float32Array(Math.max(size, this.scores.length * 2));
+    return this.scores;
+  }
+
+  /** Attention of one row against its cache positions [0, pos]. */
+  private attendOne(r: number, cache: KvCache, l: number, scale: number): void {
+    const d = this.config.dModel;
+    const hd = this.headDim;
+    const pos = this.rowPos[r];
+    const len = pos + 1;
+    const s = this.ensureScores(len);
+    const { q, att } = this;
+    const K = cache.k;
+    const V = cache.v;
+    const lo = l * cache.capacity * d;
+    for (let h = 0; h < this.config.nHeads; h++) {
+      const qo = r * d + h * hd;
+      let max = Number.NEGATIVE_INFINITY;
+      for (let j = 0; j < len; j++) {
+        const ko = lo + j * d + h * hd;
+        let dot = 0;
+        for (let i = 0; i < hd; i++) dot += q[qo + i] * K[ko + i];
+        const sc = dot * scale;
+        s[j] = sc;
+        if (sc > max) max = sc;
+      }
+      let sum = 0;
+      for (let j = 0; j < len; j++) {
+        const e = Math.exp(s[j] - max);
+        s[j] = e;
+        sum += e;
+      }
+      const inv = 1 / sum;
+      const ao = r * d + h * hd;
+      att.fill(0, ao, ao + hd);
+      for (let j = 0; j < len; j++) {
+        const p = s[j] * inv;
+        const vo = lo + j * d + h * hd;
+        for (let i = 0; i < hd; i++) att[ao + i] += p * V[vo + i];
+      }
+    }
+  }
+
+  /** Attention of rows [r0, r0 + m) at consecutive positions of one cache, with two GEMMs per head. */
+  private attendBlock(r0: number, m: number, cache: KvCache, l: number, scale: number): void {
+    const d = this.config.dModel;
+    const hd = this.headDim;
+    const p0 = this.rowPos[r0];
+    const len = p0 + m;
+    const s = this.ensureScores(m * len);
+    const lo = l * cache.capacity * d;
+    for (let h = 0; h < this.config.nHeads; h++) {
+      // scores[i, j] = scale · q_i · k_j for j < len
+      this.kernels.gemm(
+        false,
+        true,
+        m,
+        len,
+        hd,
+        scale,
+        this.q,
+        r0 * d + h * hd,
+        d,
+        cache.k,
+        lo + h * hd,
+        d,
+        0,
+        s,
+        0,
+        len,
+      );
+      for (let i = 0; i < m; i++) {
+        const so = i * len;
+        const visible = p0 + i + 1;
+        let max = Number.NEGATIVE_INFINITY;
+        for (let j = 0; j < visible; j++) if (s[so + j] > max) max = s[so + j];
+        let sum = 0;
+        for (let j = 0; j < visible; j++) {
+          const e = Math.exp(s[so + j] - max);
+          s[so + j] = e;
+          sum += e;
+        }
+        const inv = 1 / sum;
+        for (let j = 0; j < visible; j++) s[so + j] *= inv;
+        s.fill(0, so + visible, so + len);
+      }
+      // att[i, head] = Σ_j p[i, j] · v_j
+      this.kernels.gemm(
+        false,
+        false,
+        m,
+        hd,
+        len,
+        1,
+        s,
+        0,
+        len,
+        cache.v,
+        lo + h * hd,
+        d,
+        0,
+        this.att,
+        r0 * d + h * hd,
+        d,
+      );
+    }
+  }
+}
+
+/** One-shot convenience: a fresh `Sampler` for this call (reuse a `Sampler` to keep its buffers). */
+export function generate(
+  params: WeightSource,
+  config: ModelConfig,
+  kernels: Kernels,
+  requests: readonly SampleRequest[],
+  options: GenerateOptions = {},
+): SampleOutput[] {
+  return new Sampler(config, kernels).generate(params, requests, options);
+}
+
+/**
+ * Random weights for tests and benchmarks, by llama.cpp name: matrices N(0, std²) with
+ * std = `scale`/√fan_in, norm weights 1 ± 0.1, embeddings N(0, 1). Not a training init.
+ */
+export function randomWeights(config: ModelConfig, seed: number, scale = 1): Map<string, Float32Array> {
+  const rng = Rng.seeded(seed).derive("random-weights");
+  const out = new Map<string, Float32Array>();
+  for (const spec of paramSpecs(config)) {
+    const size = spec.shape.reduce((a, b) => a * b, 1);
+    const t = new Float32Array(size);
+    const r = rng.derive(spec.name);
+    if (spec.shape.length === 1) for (let i = 0; i < size; i++) t[i] = 1 + 0.1 * (2 * r.float() - 1);
+    else {
+      const std = spec.name === "token_embd.weight" ? 1 : scale / Math.sqrt(spec.shape[1]);
+      for (let i = 0; i < size; i++) t[i] = std * r.normal();
+    }
+    out.set(spec.name, t);
+  }
+  return out;
+}
