@@ -3,7 +3,9 @@
  * are measured side by side. Pass section names to run a subset: `node dist/bench/main.js kuhn`.
  * To add a section: write `src/bench/NAME.ts` exporting `run(): Promise<void>` and add it here.
  */
-const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {};
+const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
+  kuhn: () => import("./kuhn.js"),
+};
 
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);

@@ -7,6 +7,7 @@ import type { Game } from "./types.js";
  */
 export const GAMES: Record<string, () => Promise<Game<any, any>>> = {
   tictactoe: async () => (await import("./tictactoe.js")).tictactoe,
+  kuhn: async () => (await import("./kuhn.js")).kuhn,
 };
 
 export async function loadGame(name: string): Promise<Game<any, any>> {

@@ -4,4 +4,6 @@ import type { Command } from "../command.js";
  * Every `mage` subcommand, loaded lazily so `mage --help` stays fast.
  * To add a command: write `src/cli/commands/NAME.ts` exporting `command: Command`, add one line here.
  */
-export const COMMANDS: Record<string, () => Promise<Command>> = {};
+export const COMMANDS: Record<string, () => Promise<Command>> = {
+  exploitability: async () => (await import("./exploitability.js")).command,
+};
