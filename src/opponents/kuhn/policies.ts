@@ -38,7 +38,9 @@ export function policyFromArray(probs: ArrayLike<number>): KuhnPolicy {
   if (probs.length !== KUHN_INFOSETS.length) {
     throw new RangeError(`kuhn policy: expected ${KUHN_INFOSETS.length} probabilities, got ${probs.length}`);
   }
-  return tabularPolicy((_player, card, history) => probs[KUHN_INFOSETS.indexOf(`${card}${history}` as never)]);
+  return tabularPolicy(
+    (_player, card, history) => probs[KUHN_INFOSETS.indexOf(`${card}${history}` as never)],
+  );
 }
 
 /** The deterministic policy playing the more likely move of `policy`; ties go to PASS. */
