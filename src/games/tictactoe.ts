@@ -156,7 +156,8 @@ export function stateFromCells(cells: readonly number[]): TicTacToeState {
   for (let c = 0; c < 9; c++) {
     if (cells[c] === 0) x |= 1 << c;
     else if (cells[c] === 1) o |= 1 << c;
-    else if (cells[c] !== -1) throw new RangeError(`tictactoe: cell ${c} is ${cells[c]}, expected 0, 1 or -1`);
+    else if (cells[c] !== -1)
+      throw new RangeError(`tictactoe: cell ${c} is ${cells[c]}, expected 0, 1 or -1`);
   }
   const d = POP[x] - POP[o];
   if (d !== 0 && d !== 1) throw new RangeError(`tictactoe: ${POP[x]} X marks and ${POP[o]} O marks`);

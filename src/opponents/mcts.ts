@@ -70,7 +70,8 @@ export class MctsSearcher<S, M> {
     readonly game: Game<S, M>,
     options: MctsOptions<S>,
   ) {
-    if (game.numPlayers !== 2) throw new RangeError(`mcts: ${game.name} has ${game.numPlayers} players, need 2`);
+    if (game.numPlayers !== 2)
+      throw new RangeError(`mcts: ${game.name} has ${game.numPlayers} players, need 2`);
     if (!Number.isInteger(options.simulations) || options.simulations < 1) {
       throw new RangeError(`mcts: simulations must be a positive integer, got ${options.simulations}`);
     }
@@ -169,7 +170,7 @@ export class MctsSearcher<S, M> {
           let allSolved = true;
           for (let ch = first; ch < first + k; ch++) {
             const pv = proven[ch];
-            if (pv !== pv) {
+            if (Number.isNaN(pv)) {
               allSolved = false;
             } else {
               const v = mover === 0 ? pv : -pv;
@@ -183,7 +184,7 @@ export class MctsSearcher<S, M> {
           else solved = false;
         }
       }
-      if (proven[0] === proven[0]) break;
+      if (!Number.isNaN(proven[0])) break;
     }
     // With a single simulation the root is evaluated but never expanded: expand it now, so the
     // move is the first of its shuffled children (a uniformly random move).
@@ -213,7 +214,7 @@ export class MctsSearcher<S, M> {
     for (let ch = first; ch < end; ch++) {
       const pv = proven[ch];
       let score: number;
-      if (pv === pv) {
+      if (!Number.isNaN(pv)) {
         score = this.player[ch] === 0 ? pv : -pv;
       } else {
         const n = visits[ch];
@@ -239,7 +240,7 @@ export class MctsSearcher<S, M> {
     for (let ch = first; ch < first + k; ch++) {
       const pv = this.proven[ch];
       const mover = this.player[ch];
-      const outcome = pv === pv ? (mover === 0 ? pv : -pv) : undefined;
+      const outcome = !Number.isNaN(pv) ? (mover === 0 ? pv : -pv) : undefined;
       const k0 = outcome ?? 0;
       const k1 = this.visits[ch];
       const k2 = this.total[ch];
@@ -255,7 +256,7 @@ export class MctsSearcher<S, M> {
     return {
       move: this.moves[best],
       simulations: sims,
-      provenValue: rootProven === rootProven ? (rootPlayer === 0 ? rootProven : -rootProven) : undefined,
+      provenValue: !Number.isNaN(rootProven) ? (rootPlayer === 0 ? rootProven : -rootProven) : undefined,
       children,
     };
   }

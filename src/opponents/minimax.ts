@@ -15,7 +15,8 @@ export class MinimaxSolver<S, M> {
     readonly game: Game<S, M>,
     private readonly key: (state: S) => string | number,
   ) {
-    if (game.numPlayers !== 2) throw new RangeError(`minimax: ${game.name} has ${game.numPlayers} players, need 2`);
+    if (game.numPlayers !== 2)
+      throw new RangeError(`minimax: ${game.name} has ${game.numPlayers} players, need 2`);
   }
 
   /** Player 0's return under perfect play by both players from `state`. */

@@ -5,5 +5,6 @@ import type { Command } from "../command.js";
  * To add a command: write `src/cli/commands/NAME.ts` exporting `command: Command`, add one line here.
  */
 export const COMMANDS: Record<string, () => Promise<Command>> = {
+  tournament: async () => (await import("./tournament.js")).command,
   exploitability: async () => (await import("./exploitability.js")).command,
 };

@@ -60,12 +60,14 @@ export const tictactoeOpponentKinds: Kind[] = [
   {
     name: "minimax",
     description: "perfect play, uniformly random among the best moves",
-    create: (_arg, { rng, replay, spec }) => new MinimaxOpponent(spec, tictactoeSolver(), "random", rng, replay),
+    create: (_arg, { rng, replay, spec }) =>
+      new MinimaxOpponent(spec, tictactoeSolver(), "random", rng, replay),
   },
   {
     name: "minimax-first",
     description: "perfect play, the first best move in row-major order (deterministic)",
-    create: (_arg, { rng, replay, spec }) => new MinimaxOpponent(spec, tictactoeSolver(), "first", rng, replay),
+    create: (_arg, { rng, replay, spec }) =>
+      new MinimaxOpponent(spec, tictactoeSolver(), "first", rng, replay),
   },
   {
     name: "mcts",
