@@ -129,9 +129,14 @@ export function formatHistory(attempt: AttemptRecord, actionWord: string, w: His
   const lines: string[] = [];
   for (let i = start; i < turns.length; i++) {
     const t = turns[i];
-    const act = t.valid ? t.action : `${t.action === "" ? "(none)" : t.action}, but it is invalid`;
-    let line = `Step ${i + 1} - ${actionWord}: ${act}`;
-    if (t.feedback) line += ` (${t.feedback.replace(/\.$/, "")})`;
+    let line: string;
+    if (t.valid) {
+      line = `Step ${i + 1} - ${actionWord}: ${t.action}`;
+      if (t.feedback) line += ` (${t.feedback.replace(/\.$/, "")})`;
+    } else {
+      const act = t.action === "" ? "(none)" : t.action;
+      line = `Step ${i + 1} - ${actionWord}: ${act}, but it is invalid (${t.invalidReason ?? "unreadable"})`;
+    }
     if (i >= turns.length - w.obsLength) {
       const obs =
         w.hindsight && t.hindsightObservation !== undefined ? t.hindsightObservation : t.observation;

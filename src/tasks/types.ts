@@ -124,4 +124,10 @@ export interface TaskOptions {
   seat?: Seat;
   /** Stochastic opponents rewind their random stream at `restart` (same replies in every attempt). */
   replayOpponent?: boolean;
+  /** Puzzle generator knobs, forwarded to the engine (Sokoban `SokobanKnobs`, MineSweeper `MinesweeperKnobs`). */
+  knobs?: Record<string, unknown>;
+  /** Sokoban: moves per turn (default 3). */
+  movesPerTurn?: number;
+  /** Sokoban: primitive moves per attempt (default 30). */
+  maxSteps?: number;
 }

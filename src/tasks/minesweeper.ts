@@ -1,0 +1,166 @@
+/**
+ * MineSweeper as a text task (lamer-reference §5.2): a 6×6 board with 3 mines and an opened
+ * start region; each turn reveals ONE cell written `(row, col)`, 1-based. No flags.
+ *
+ * Rewards come from the engine (LaMer's table): +0.5 one cell opened, +2 a cascade, +10 the
+ * reveal that wins, −0.1 a mine (lost, done). An unreadable, off-board or already-open cell
+ * costs −1, changes nothing and is flagged invalid. Score: 1 when won, else 0.
+ */
+import type { Rng } from "../core/rng.js";
+import {
+  MINESWEEPER_REWARDS,
+  type MinesweeperBoard,
+  type MinesweeperKnobs,
+  newMinesweeper,
+  renderMinesweeper,
+  revealCell,
+} from "../games/minesweeper.js";
+import { actionContent, parseMinesweeperMove } from "./parse.js";
+import type { StepResult, TaskInfo, TaskPromptText, TextTask } from "./types.js";
+
+export interface MinesweeperTaskOptions {
+  /** Board knobs (default 6×6 with 3 mines). */
+  knobs?: Partial<MinesweeperKnobs>;
+}
+
+export class MinesweeperTask implements TextTask {
+  readonly name = "minesweeper";
+  readonly opponent = null;
+  readonly seat = null;
+  private readonly knobs: Partial<MinesweeperKnobs>;
+  private initial: MinesweeperBoard | undefined;
+  private board!: MinesweeperBoard;
+
+  constructor(options: MinesweeperTaskOptions = {}) {
+    this.knobs = options.knobs ?? {};
+  }
+
+  async reset(rng: Rng): Promise<void> {
+    this.initial = newMinesweeper(rng.derive("board"), this.knobs);
+    this.restart();
+  }
+
+  restart(): void {
+    if (!this.initial) throw new Error("minesweeper: restart() before reset()");
+    this.board = this.initial;
+  }
+
+  get done(): boolean {
+    return this.board.status !== "playing";
+  }
+
+  get currentBoard(): MinesweeperBoard {
+    return this.board;
+  }
+
+  async step(response: string): Promise<StepResult> {
+    if (!this.initial) throw new Error("minesweeper: step() before reset()");
+    if (this.done) throw new Error("minesweeper: step() after the attempt is over");
+    const b = this.board;
+    const parsed = parseMinesweeperMove(
+      String(response),
+      b.rows,
+      b.cols,
+      (r, c) => b.revealed[(r - 1) * b.cols + (c - 1)],
+    );
+    if (!parsed.ok) {
+      const content = actionContent(String(response));
+      const shown = content.ok ? content.move.replace(/\s+/g, " ") : "";
+      return {
+        reward: MINESWEEPER_REWARDS.invalid,
+        done: false,
+        won: false,
+        draw: false,
+        score: 0,
+        valid: false,
+        invalidReason: parsed.reason,
+        action: shown.length <= 60 ? shown : `${shown.slice(0, 59)}…`,
+        feedback: `invalid: ${parsed.reason}`,
+        compactFeedback: `Invalid: ${parsed.reason}.`,
+        observation: this.observation(),
+        compactObservation: this.compactObservation(),
+      };
+    }
+    const { row, col } = parsed.move;
+    const r = revealCell(b, row - 1, col - 1);
+    this.board = r.board;
+    const cellWord = r.opened === 1 ? "cell" : "cells";
+    const result: StepResult = {
+      reward: r.reward,
+      done: r.done,
+      won: r.won,
+      draw: false,
+      score: r.won ? 1 : 0,
+      valid: true,
+      action: `(${row}, ${col})`,
+      feedback: r.lost ? "it was a mine" : `${r.opened} ${cellWord} opened`,
+      compactFeedback: r.lost ? "Mine!" : `Opened ${r.opened}.`,
+      observation: this.observation(),
+      compactObservation: this.compactObservation(),
+    };
+    if (r.done) {
+      result.outcome = r.won ? "You cleared the board." : `You lost: (${row}, ${col}) was a mine.`;
+      result.compactOutcome = r.won ? "Cleared." : "Lost.";
+    }
+    return result;
+  }
+
+  observation(): string {
+    return renderMinesweeper(this.board);
+  }
+
+  /** Rows as `r:` + one symbol per cell, no spaces. */
+  compactObservation(): string {
+    return renderMinesweeper(this.board)
+      .split("\n")
+      .map((line) => line.replace(/^Row (\d+): /, "$1:").replace(/ /g, ""))
+      .join("\n");
+  }
+
+  anchor(): string {
+    return this.observation();
+  }
+
+  reflectionAnchor(): string {
+    return "reflection";
+  }
+
+  info(): TaskInfo {
+    const won = this.board.status === "won";
+    return {
+      task: this.name,
+      won,
+      draw: false,
+      score: won ? 1 : 0,
+      done: this.done,
+      opponent: null,
+      seat: null,
+    };
+  }
+
+  promptText(): TaskPromptText {
+    const b = this.board ?? this.initial;
+    const rows = b?.rows ?? this.knobs.rows ?? 6;
+    const cols = b?.cols ?? this.knobs.cols ?? 6;
+    const mines = b?.numMines ?? this.knobs.mines ?? 3;
+    return {
+      rules: [
+        `You are playing MineSweeper on a ${rows}x${cols} board with ${mines} hidden mines. Some cells are already open.`,
+        "Symbols: ? unopened cell, . opened cell with no mine next to it, 1-8 the number of mines among the 8 " +
+          "neighbouring cells, * a mine (shown once the game is lost).",
+        `Rows are numbered 1 to ${rows} from top to bottom and columns 1 to ${cols} from left to right.`,
+        "Each turn you open one unopened cell. Opening a cell with no mine next to it also opens its neighbours. " +
+          "Opening a mine loses the game; opening every cell without a mine wins it.",
+      ].join("\n"),
+      playInstruction:
+        "Think step by step: use the numbers to work out which unopened cells must be mines and which are " +
+        "safe. Then open one safe unopened cell, given as (row, col) inside <action> </action>, for example " +
+        "<action>(3, 4)</action>.",
+      compactRules:
+        `MineSweeper ${rows}x${cols}, ${mines} mines. ? closed, . no mine near, 1-8 mines among neighbours. Open every ` +
+        "safe cell; a mine loses. Rows/cols from 1. Reply one closed cell: <action>(row, col)</action>",
+      compactAsk: "Your cell?",
+      actionWord: "Cell",
+    };
+  }
+}

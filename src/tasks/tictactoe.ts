@@ -1,0 +1,99 @@
+/**
+ * TicTacToe as a text task (reference §7.1): 3×3 board, the agent is always shown as X and the
+ * opponent as O (also when the agent moves second), moves are `(row, col)` 1-based.
+ * Rewards: +10 win, −10 loss, 0 draw (and 0 for every other step, invalid ones included).
+ * Score: +1 / 0 / −1 at the end of the game.
+ */
+import { emptyCells, rowOf, colOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
+import { type Parsed, parseTicTacToeMove } from "./parse.js";
+import { type EndText, TwoPlayerTask } from "./two-player.js";
+import type { TaskOptions, TaskPromptText } from "./types.js";
+
+export const TICTACTOE_DEFAULT_OPPONENT = "mcts:100";
+
+/** `(r, c)` 1-based text of a cell index. */
+export function cellText(cell: number): string {
+  return `(${rowOf(cell) + 1}, ${colOf(cell) + 1})`;
+}
+
+export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
+  protected readonly rewardScale = 10;
+
+  constructor(options: TaskOptions = {}) {
+    super("tictactoe", tictactoe, TICTACTOE_DEFAULT_OPPONENT, options);
+  }
+
+  protected parseMove(response: string, state: TicTacToeState): Parsed<number> {
+    return parseTicTacToeMove(response, emptyCells(state));
+  }
+
+  protected moveText(move: number): string {
+    return cellText(move);
+  }
+
+  protected renderObservation(state: TicTacToeState): string {
+    return tictactoe.render(state, this.agent);
+  }
+
+  protected renderCompactObservation(state: TicTacToeState): string {
+    return tictactoe.render(state, this.agent);
+  }
+
+  protected replyFeedback(replies: readonly number[]): { feedback: string; compactFeedback: string } {
+    const r = replies.map(cellText).join(", ");
+    return { feedback: `the opponent played ${r}`, compactFeedback: `Opp: ${r}.` };
+  }
+
+  protected endText(state: TicTacToeState, replies: readonly number[]): EndText {
+    const score = this.agentReturn(state);
+    const r = replies.map(cellText).join(", ");
+    if (score > 0) {
+      return {
+        feedback: "you completed a line",
+        compactFeedback: "You made three in a row.",
+        outcome: "You won.",
+        compactOutcome: "Won.",
+      };
+    }
+    if (score < 0) {
+      return {
+        feedback: `the opponent played ${r} and completed a line`,
+        compactFeedback: `Opp: ${r}, three in a row.`,
+        outcome: "You lost: the opponent got three in a row.",
+        compactOutcome: "Lost.",
+      };
+    }
+    return {
+      feedback: replies.length > 0 ? `the opponent played ${r}; the board is full` : "the board is full",
+      compactFeedback: replies.length > 0 ? `Opp: ${r}. Board full.` : "Board full.",
+      outcome: "The game ended in a draw.",
+      compactOutcome: "Draw.",
+    };
+  }
+
+  promptText(): TaskPromptText {
+    const second = this.seat === "second";
+    return {
+      rules: [
+        "You are playing Tic-Tac-Toe against an opponent on a 3x3 board.",
+        "Your mark is X and the opponent's mark is O; a dot (.) is an empty cell. Rows are numbered 1 to 3 from " +
+          "top to bottom and columns 1 to 3 from left to right.",
+        "The players take turns putting their mark in an empty cell. Whoever first gets three marks in one " +
+          "row, column or diagonal wins; when the board fills up without that, the game is a draw.",
+        second
+          ? "The opponent moves first and has already made its opening move; you move second."
+          : "You move first.",
+        "Your goal is to win the game.",
+      ].join("\n"),
+      playInstruction:
+        "Think step by step: see which cells the opponent holds, whether either side can complete a line " +
+        "on its next move, and choose your move. Then give exactly one empty cell as (row, col) inside " +
+        "<action> </action>, for example <action>(2, 3)</action>.",
+      compactRules:
+        `Tic-tac-toe 3x3. You are X, opponent O, . is empty. Three in a row wins. You move ${second ? "second" : "first"}. ` +
+        "Rows and columns 1-3. Reply with one empty cell: <action>(row, col)</action>",
+      compactAsk: "Your move?",
+      actionWord: "Move",
+    };
+  }
+}
