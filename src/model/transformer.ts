@@ -1,0 +1,613 @@
+/**
+ * The llama-style decoder: training forward over a ragged batch, its backward pass, the
+ * scoring head (log π(target) and entropy per scored token) and a plain full-logits forward.
+ *
+ * Layout: all tokens of all sequences are concatenated into one [T, d] activation matrix so
+ * every linear layer is a single GEMM through `Kernels.gemm`; attention runs per sequence and
+ * head on slices of that matrix (causal, scale 1/sqrt(headDim)). Matrices are [out, in]
+ * row-major and y = x·Wᵀ. The output head is tied to token_embd: logits = h·Eᵀ.
+ *
+ * Per layer:  x ← x + Wo·attn(rope(Wq·n₁), rope(Wk·n₁), Wv·n₁),  n₁ = rmsnorm(x)·g₁
+ *             x ← x + Wdown·(silu(Wgate·n₂) ⊙ Wup·n₂),          n₂ = rmsnorm(x)·g₂
+ * then logits = (rmsnorm(x)·g_out)·Eᵀ. RoPE convention: see `ropeInPlace` in ops.ts.
+ */
+import { UsageError } from "../core/errors.js";
+import { jsKernels } from "./kernels/js.js";
+import type { Kernels } from "./kernels/types.js";
+import type { TokenStats } from "./loss-types.js";
+import {
+  type RopeTables,
+  rmsNormBackward,
+  rmsNormForward,
+  ropeInPlace,
+  ropeTables,
+  swigluBackward,
+  swigluForward,
+} from "./ops.js";
+import { type LayerWeights, type ModelParams, weightsOf } from "./params.js";
+
+/**
+ * A ragged batch. lossMask[s][t] = 1 marks token t of sequence s as a scored target,
+ * predicted from tokens < t (so t ≥ 1; lossMask[s][0] must be 0).
+ */
+export interface Batch {
+  sequences: Int32Array[];
+  lossMask: Uint8Array[];
+}
+
+/** Above this many floats the [scored, vocab] logits are recomputed in backward instead of kept. */
+const LOGITS_KEEP_LIMIT = 1 << 25;
+/** Rows of the head processed at once when logits are not kept. */
+const HEAD_CHUNK_FLOATS = 1 << 22;
+
+interface Layout {
+  T: number;
+  tokens: Int32Array;
+  offsets: number[];
+  lengths: number[];
+  maxLen: number;
+  /** Row (in [0, T)) whose hidden state predicts each scored token. */
+  rows: Int32Array;
+  targets: Int32Array;
+  sequence: Int32Array;
+  position: Int32Array;
+}
+
+function layoutOf(params: ModelParams, batch: Batch): Layout {
+  const { vocabSize, contextLength } = params.config;
+  const { sequences, lossMask } = batch;
+  if (sequences.length !== lossMask.length)
+    throw new UsageError(
+      `batch.lossMask has ${lossMask.length} entries but batch.sequences has ${sequences.length}`,
+    );
+  let T = 0;
+  let N = 0;
+  let maxLen = 0;
+  const offsets: number[] = [];
+  const lengths: number[] = [];
+  for (let s = 0; s < sequences.length; s++) {
+    const seq = sequences[s];
+    const mask = lossMask[s];
+    if (seq.length === 0) throw new UsageError(`batch.sequences[${s}] is empty`);
+    if (seq.length > contextLength)
+      throw new UsageError(
+        `batch.sequences[${s}] has ${seq.length} tokens, more than model.contextLength (${contextLength})`,
+      );
+    if (mask.length !== seq.length)
+      throw new UsageError(
+        `batch.lossMask[${s}] has length ${mask.length}, sequence has ${seq.length} tokens`,
+      );
+    if (mask[0] !== 0)
+      throw new UsageError(`batch.lossMask[${s}][0] must be 0 (the first token has no prefix to predict it)`);
+    for (let t = 0; t < seq.length; t++) {
+      const tok = seq[t];
+      if (!(tok >= 0 && tok < vocabSize))
+        throw new UsageError(
+          `batch.sequences[${s}][${t}] = ${tok} is outside the vocabulary [0, ${vocabSize})`,
+        );
+      if (mask[t]) N++;
+    }
+    offsets.push(T);
+    lengths.push(seq.length);
+    T += seq.length;
+    if (seq.length > maxLen) maxLen = seq.length;
+  }
+  const tokens = new Int32Array(T);
+  const rows = new Int32Array(N);
+  const targets = new Int32Array(N);
+  const sequence = new Int32Array(N);
+  const position = new Int32Array(N);
+  let n = 0;
+  for (let s = 0; s < sequences.length; s++) {
+    const seq = sequences[s];
+    const mask = lossMask[s];
+    tokens.set(seq, offsets[s]);
+    let k = 0;
+    for (let t = 1; t < seq.length; t++) {
+      if (!mask[t]) continue;
+      rows[n] = offsets[s] + t - 1;
+      targets[n] = seq[t];
+      sequence[n] = s;
+      position[n] = k++;
+      n++;
+    }
+  }
+  return { T, tokens, offsets, lengths, maxLen, rows, targets, sequence, position };
+}
+
+/** Activations of one layer kept for the backward pass. */
+interface LayerActs {
+  xIn: Float32Array;
+  rstd1: Float32Array;
+  xn1: Float32Array;
+  /** q and k after RoPE. */
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  /** Log-sum-exp of each attention row, [T, nHeads]. */
+  lse: Float32Array;
+  attn: Float32Array;
+  xMid: Float32Array;
+  rstd2: Float32Array;
+  xn2: Float32Array;
+  gate: Float32Array;
+  up: Float32Array;
+  hidden: Float32Array;
+  xOut: Float32Array;
+}
+
+interface Dims {
+  T: number;
+  d: number;
+  F: number;
+  H: number;
+  hd: number;
+  V: number;
+  eps: number;
+  scale: number;
+}
+
+function dimsOf(params: ModelParams, T: number): Dims {
+  const c = params.config;
+  const hd = c.dModel / c.nHeads;
+  return {
+    T,
+    d: c.dModel,
+    F: c.dFf,
+    H: c.nHeads,
+    hd,
+    V: c.vocabSize,
+    eps: c.normEps,
+    scale: 1 / Math.sqrt(hd),
+  };
+}
+
+function allocLayerActs(D: Dims, xIn: Float32Array, xOut?: Float32Array): LayerActs {
+  const { T, d, F, H } = D;
+  return {
+    xIn,
+    rstd1: new Float32Array(T),
+    xn1: new Float32Array(T * d),
+    q: new Float32Array(T * d),
+    k: new Float32Array(T * d),
+    v: new Float32Array(T * d),
+    lse: new Float32Array(T * H),
+    attn: new Float32Array(T * d),
+    xMid: new Float32Array(T * d),
+    rstd2: new Float32Array(T),
+    xn2: new Float32Array(T * d),
+    gate: new Float32Array(T * F),
+    up: new Float32Array(T * F),
+    hidden: new Float32Array(T * F),
+    xOut: xOut ?? new Float32Array(T * d),
+  };
+}
+
+/** Causal softmax attention for every sequence and head; fills a.attn and a.lse. */
+function attentionForward(k: Kernels, D: Dims, L: Layout, a: LayerActs, S: Float32Array): void {
+  const { d, H, hd, scale } = D;
+  for (let s = 0; s < L.offsets.length; s++) {
+    const o = L.offsets[s];
+    const n = L.lengths[s];
+    for (let h = 0; h < H; h++) {
+      const off = o * d + h * hd;
+      k.gemm(false, true, n, n, hd, scale, a.q, off, d, a.k, off, d, 0, S, 0, n);
+      for (let i = 0; i < n; i++) {
+        const r = i * n;
+        let mx = Number.NEGATIVE_INFINITY;
+        for (let j = 0; j <= i; j++) if (S[r + j] > mx) mx = S[r + j];
+        let sum = 0;
+        for (let j = 0; j <= i; j++) sum += Math.exp(S[r + j] - mx);
+        const lse = mx + Math.log(sum);
+        a.lse[(o + i) * H + h] = lse;
+        for (let j = 0; j <= i; j++) S[r + j] = Math.exp(S[r + j] - lse);
+        S.fill(0, r + i + 1, r + n);
+      }
+      k.gemm(false, false, n, hd, n, 1, S, 0, n, a.v, off, d, 0, a.attn, off, d);
+    }
+  }
+}
+
+/** x·Wᵀ for x [T, inDim] and W [outDim, inDim] into y [T, outDim] (y = beta·y + x·Wᵀ). */
+function linear(
+  k: Kernels,
+  T: number,
+  outDim: number,
+  inDim: number,
+  x: Float32Array,
+  W: Float32Array,
+  y: Float32Array,
+  beta: number,
+): void {
+  if (T === 0) return;
+  k.gemm(false, true, T, outDim, inDim, 1, x, 0, inDim, W, 0, inDim, beta, y, 0, outDim);
+}
+
+function layerForward(
+  k: Kernels,
+  D: Dims,
+  L: Layout,
+  W: LayerWeights,
+  a: LayerActs,
+  rope: RopeTables,
+  S: Float32Array,
+): void {
+  const { T, d, F, H, hd, eps } = D;
+  rmsNormForward(a.xIn, W.attnNorm, a.xn1, a.rstd1, T, d, eps);
+  linear(k, T, d, d, a.xn1, W.wq, a.q, 0);
+  linear(k, T, d, d, a.xn1, W.wk, a.k, 0);
+  linear(k, T, d, d, a.xn1, W.wv, a.v, 0);
+  for (let s = 0; s < L.offsets.length; s++) {
+    ropeInPlace(a.q, L.offsets[s], L.lengths[s], H, hd, rope, false);
+    ropeInPlace(a.k, L.offsets[s], L.lengths[s], H, hd, rope, false);
+  }
+  attentionForward(k, D, L, a, S);
+  a.xMid.set(a.xIn);
+  linear(k, T, d, d, a.attn, W.wo, a.xMid, 1);
+  rmsNormForward(a.xMid, W.ffnNorm, a.xn2, a.rstd2, T, d, eps);
+  linear(k, T, F, d, a.xn2, W.wGate, a.gate, 0);
+  linear(k, T, F, d, a.xn2, W.wUp, a.up, 0);
+  swigluForward(a.gate, a.up, a.hidden, T * F);
+  a.xOut.set(a.xMid);
+  linear(k, T, d, F, a.hidden, W.wDown, a.xOut, 1);
+}
+
+interface Trunk {
+  D: Dims;
+  layout: Layout;
+  /** Per-layer activations (only the last one's are meaningful when not retained). */
+  acts: LayerActs[];
+  /** Input of the final norm, its 1/rms and its output. */
+  xLast: Float32Array;
+  rstdF: Float32Array;
+  xf: Float32Array;
+}
+
+/** Embedding, layers and final norm. With retain=false one set of buffers is reused for all layers. */
+function runTrunk(params: ModelParams, layout: Layout, kernels: Kernels, retain: boolean): Trunk {
+  const D = dimsOf(params, layout.T);
+  const { T, d, hd } = D;
+  const W = weightsOf(params);
+  const c = params.config;
+  const rope = ropeTables(Math.max(layout.maxLen, 1), hd, c.ropeBase);
+  const S = new Float32Array(layout.maxLen * layout.maxLen);
+  let x: Float32Array = new Float32Array(T * d);
+  for (let t = 0; t < T; t++)
+    x.set(W.tokEmbd.subarray(layout.tokens[t] * d, (layout.tokens[t] + 1) * d), t * d);
+  const acts: LayerActs[] = [];
+  let spare: Float32Array | undefined;
+  for (let l = 0; l < c.nLayers; l++) {
+    let a: LayerActs;
+    if (retain || acts.length === 0) {
+      a = allocLayerActs(D, x, retain ? undefined : spare);
+      acts.push(a);
+    } else {
+      a = acts[0];
+      spare = a.xIn;
+      a.xIn = x;
+      a.xOut = spare;
+    }
+    layerForward(kernels, D, layout, W.layers[l], a, rope, S);
+    x = a.xOut;
+  }
+  const xf = new Float32Array(T * d);
+  const rstdF = new Float32Array(T);
+  rmsNormForward(x, W.outputNorm, xf, rstdF, T, d, c.normEps);
+  return { D, layout, acts, xLast: x, rstdF, xf };
+}
+
+/** Rows `rows` of xf gathered into a new [rows.length, d] matrix. */
+function gatherRows(xf: Float32Array, rows: Int32Array, d: number): Float32Array {
+  const out = new Float32Array(rows.length * d);
+  for (let i = 0; i < rows.length; i++) out.set(xf.subarray(rows[i] * d, rows[i] * d + d), i * d);
+  return out;
+}
+
+/** log-sum-exp and entropy of one logits row (float64). */
+function rowStats(z: Float32Array, o: number, V: number): { lse: number; entropy: number } {
+  let mx = Number.NEGATIVE_INFINITY;
+  for (let j = 0; j < V; j++) if (z[o + j] > mx) mx = z[o + j];
+  let sum = 0;
+  let sz = 0;
+  for (let j = 0; j < V; j++) {
+    const zj = z[o + j];
+    const e = Math.exp(zj - mx);
+    sum += e;
+    sz += e * zj;
+  }
+  const lse = mx + Math.log(sum);
+  return { lse, entropy: lse - sz / sum };
+}
+
+/**
+ * The result of a training forward: token statistics for the loss, plus what the backward
+ * pass needs. Pass it to `backward` at most once.
+ */
+export class TrainForward {
+  readonly stats: TokenStats;
+  /** @internal */ readonly trunk: Trunk;
+  /** @internal */ readonly params: ModelParams;
+  /** @internal */ readonly kernels: Kernels;
+  /** @internal */ readonly xs: Float32Array;
+  /** @internal */ logits: Float32Array | null;
+  /** @internal */ readonly lse: Float64Array;
+  /** @internal */ readonly retained: boolean;
+
+  constructor(
+    params: ModelParams,
+    kernels: Kernels,
+    trunk: Trunk,
+    stats: TokenStats,
+    xs: Float32Array,
+    logits: Float32Array | null,
+    lse: Float64Array,
+    retained: boolean,
+  ) {
+    this.params = params;
+    this.kernels = kernels;
+    this.trunk = trunk;
+    this.stats = stats;
+    this.xs = xs;
+    this.logits = logits;
+    this.lse = lse;
+    this.retained = retained;
+  }
+
+  /** Number of scored tokens. */
+  get scored(): number {
+    return this.stats.logp.length;
+  }
+
+  /** Total number of tokens in the batch. */
+  get tokens(): number {
+    return this.trunk.layout.T;
+  }
+}
+
+function chunkRows(N: number, V: number): number {
+  return Math.max(1, Math.min(N, Math.floor(HEAD_CHUNK_FLOATS / V)));
+}
+
+/**
+ * Forward pass over a ragged batch. With `retain` (default true) the activations needed by
+ * `backward` are kept; otherwise buffers are reused and only `stats` is meaningful.
+ */
+export function forwardTrain(
+  params: ModelParams,
+  batch: Batch,
+  kernels: Kernels = jsKernels,
+  retain = true,
+): TrainForward {
+  const layout = layoutOf(params, batch);
+  const trunk = runTrunk(params, layout, kernels, retain);
+  const { d, V } = trunk.D;
+  const N = layout.rows.length;
+  const xs = gatherRows(trunk.xf, layout.rows, d);
+  const E = weightsOf(params).tokEmbd;
+  const keep = retain && N * V <= LOGITS_KEEP_LIMIT;
+  const logits = keep ? new Float32Array(N * V) : null;
+  const ch = chunkRows(N, V);
+  const scratch = keep ? null : new Float32Array(ch * V);
+  const logp = new Float64Array(N);
+  const entropy = new Float64Array(N);
+  const lse = new Float64Array(N);
+  for (let r0 = 0; r0 < N; r0 += ch) {
+    const m = Math.min(ch, N - r0);
+    const buf = logits ?? scratch!;
+    const base = logits ? r0 * V : 0;
+    kernels.gemm(false, true, m, V, d, 1, xs, r0 * d, d, E, 0, d, 0, buf, base, V);
+    for (let i = 0; i < m; i++) {
+      const o = base + i * V;
+      const st = rowStats(buf, o, V);
+      lse[r0 + i] = st.lse;
+      entropy[r0 + i] = st.entropy;
+      logp[r0 + i] = buf[o + layout.targets[r0 + i]] - st.lse;
+    }
+  }
+  const stats: TokenStats = {
+    logp,
+    entropy,
+    sequence: layout.sequence,
+    position: layout.position,
+  };
+  return new TrainForward(params, kernels, trunk, stats, xs, logits, lse, retain);
+}
+
+/** log π(target) and entropy for every scored token, without keeping activations. */
+export function scoreBatch(params: ModelParams, batch: Batch, kernels: Kernels = jsKernels): TokenStats {
+  return forwardTrain(params, batch, kernels, false).stats;
+}
+
+function attentionBackward(
+  k: Kernels,
+  D: Dims,
+  L: Layout,
+  a: LayerActs,
+  dAttn: Float32Array,
+  dq: Float32Array,
+  dk: Float32Array,
+  dv: Float32Array,
+  P: Float32Array,
+  dP: Float32Array,
+): void {
+  const { d, H, hd, scale } = D;
+  for (let s = 0; s < L.offsets.length; s++) {
+    const o = L.offsets[s];
+    const n = L.lengths[s];
+    for (let h = 0; h < H; h++) {
+      const off = o * d + h * hd;
+      // Recompute the attention probabilities from q, k and the saved log-sum-exp.
+      k.gemm(false, true, n, n, hd, scale, a.q, off, d, a.k, off, d, 0, P, 0, n);
+      for (let i = 0; i < n; i++) {
+        const r = i * n;
+        const lse = a.lse[(o + i) * H + h];
+        for (let j = 0; j <= i; j++) P[r + j] = Math.exp(P[r + j] - lse);
+        P.fill(0, r + i + 1, r + n);
+      }
+      k.gemm(false, true, n, n, hd, 1, dAttn, off, d, a.v, off, d, 0, dP, 0, n);
+      k.gemm(true, false, n, hd, n, 1, P, 0, n, dAttn, off, d, 0, dv, off, d);
+      // dS = P ⊙ (dP − rowsum(P ⊙ dP)), written over dP.
+      for (let i = 0; i < n; i++) {
+        const r = i * n;
+        let delta = 0;
+        for (let j = 0; j <= i; j++) delta += P[r + j] * dP[r + j];
+        for (let j = 0; j <= i; j++) dP[r + j] = P[r + j] * (dP[r + j] - delta);
+        dP.fill(0, r + i + 1, r + n);
+      }
+      k.gemm(false, false, n, hd, n, scale, dP, 0, n, a.k, off, d, 0, dq, off, d);
+      k.gemm(true, false, n, hd, n, scale, dP, 0, n, a.q, off, d, 0, dk, off, d);
+    }
+  }
+}
+
+/** dW += dyᵀ·x for dy [T, outDim], x [T, inDim]. */
+function weightGrad(
+  k: Kernels,
+  T: number,
+  outDim: number,
+  inDim: number,
+  dy: Float32Array,
+  x: Float32Array,
+  dW: Float32Array,
+): void {
+  if (T === 0) return;
+  k.gemm(true, false, outDim, inDim, T, 1, dy, 0, outDim, x, 0, inDim, 1, dW, 0, inDim);
+}
+
+/** dx (=|+=) dy·W for dy [T, outDim], W [outDim, inDim]. */
+function inputGrad(
+  k: Kernels,
+  T: number,
+  outDim: number,
+  inDim: number,
+  dy: Float32Array,
+  W: Float32Array,
+  dx: Float32Array,
+  beta: number,
+): void {
+  if (T === 0) return;
+  k.gemm(false, false, T, inDim, outDim, 1, dy, 0, outDim, W, 0, inDim, beta, dx, 0, inDim);
+}
+
+/**
+ * Backpropagates dLoss/dLogp and dLoss/dEntropy (one entry per scored token, as in
+ * `fw.stats`) through the model and ADDS the parameter gradients into `grads`.
+ */
+export function backward(
+  fw: TrainForward,
+  dLogp: ArrayLike<number>,
+  dEntropy: ArrayLike<number>,
+  grads: ModelParams,
+): void {
+  if (!fw.retained) throw new Error("backward needs a forwardTrain run with retain = true");
+  if (grads.flat.length !== fw.params.flat.length) throw new Error("grads layout does not match params");
+  const { params, kernels: k, trunk } = fw;
+  const layout = trunk.layout;
+  const D = trunk.D;
+  const { T, d, F, V } = D;
+  const N = layout.rows.length;
+  if (dLogp.length !== N || dEntropy.length !== N)
+    throw new Error(`loss gradients have ${dLogp.length}/${dEntropy.length} entries, expected ${N}`);
+  const W = weightsOf(params);
+  const G = weightsOf(grads);
+
+  // Head: dz = dLogp·(onehot − p) − dEntropy·p·(log p + H), in place over the logits.
+  const ch = chunkRows(N, V);
+  const scratch = fw.logits ? null : new Float32Array(ch * V);
+  const dxs = new Float32Array(N * d);
+  for (let r0 = 0; r0 < N; r0 += ch) {
+    const m = Math.min(ch, N - r0);
+    const buf = fw.logits ?? scratch!;
+    const base = fw.logits ? r0 * V : 0;
+    if (!fw.logits) k.gemm(false, true, m, V, d, 1, fw.xs, r0 * d, d, W.tokEmbd, 0, d, 0, buf, base, V);
+    for (let i = 0; i < m; i++) {
+      const o = base + i * V;
+      const lse = fw.lse[r0 + i];
+      const ent = fw.stats.entropy[r0 + i];
+      const gl = dLogp[r0 + i];
+      const ge = dEntropy[r0 + i];
+      for (let j = 0; j < V; j++) {
+        const lp = buf[o + j] - lse;
+        const p = Math.exp(lp);
+        buf[o + j] = -p * (gl + ge * (lp + ent));
+      }
+      buf[o + layout.targets[r0 + i]] += gl;
+    }
+    k.gemm(false, false, m, d, V, 1, buf, base, V, W.tokEmbd, 0, d, 0, dxs, r0 * d, d);
+    k.gemm(true, false, V, d, m, 1, buf, base, V, fw.xs, r0 * d, d, 1, G.tokEmbd, 0, d);
+  }
+  fw.logits = null;
+  const dxf = new Float32Array(T * d);
+  for (let i = 0; i < N; i++) {
+    const o = layout.rows[i] * d;
+    for (let j = 0; j < d; j++) dxf[o + j] += dxs[i * d + j];
+  }
+  const dx = new Float32Array(T * d);
+  rmsNormBackward(dxf, trunk.xLast, W.outputNorm, trunk.rstdF, dx, G.outputNorm, T, d);
+
+  const dxn = dxf; // reused as scratch from here on
+  const dHidden = new Float32Array(T * F);
+  const dGate = new Float32Array(T * F);
+  const dUp = new Float32Array(T * F);
+  const dAttn = new Float32Array(T * d);
+  const dq = new Float32Array(T * d);
+  const dk = new Float32Array(T * d);
+  const dv = new Float32Array(T * d);
+  const P = new Float32Array(layout.maxLen * layout.maxLen);
+  const dP = new Float32Array(layout.maxLen * layout.maxLen);
+  const { H, hd } = D;
+  for (let l = params.config.nLayers - 1; l >= 0; l--) {
+    const a = trunk.acts[l];
+    const w = W.layers[l];
+    const g = G.layers[l];
+    // MLP: xOut = xMid + hidden·Wdownᵀ.
+    inputGrad(k, T, d, F, dx, w.wDown, dHidden, 0);
+    weightGrad(k, T, d, F, dx, a.hidden, g.wDown);
+    swigluBackward(dHidden, a.gate, a.up, dGate, dUp, T * F);
+    weightGrad(k, T, F, d, dGate, a.xn2, g.wGate);
+    weightGrad(k, T, F, d, dUp, a.xn2, g.wUp);
+    inputGrad(k, T, F, d, dGate, w.wGate, dxn, 0);
+    inputGrad(k, T, F, d, dUp, w.wUp, dxn, 1);
+    rmsNormBackward(dxn, a.xMid, w.ffnNorm, a.rstd2, dx, g.ffnNorm, T, d);
+    // Attention: xMid = xIn + attn·Woᵀ.
+    inputGrad(k, T, d, d, dx, w.wo, dAttn, 0);
+    weightGrad(k, T, d, d, dx, a.attn, g.wo);
+    attentionBackward(k, D, layout, a, dAttn, dq, dk, dv, P, dP);
+    for (let s = 0; s < layout.offsets.length; s++) {
+      const rope = ropeTables(Math.max(layout.maxLen, 1), hd, params.config.ropeBase);
+      ropeInPlace(dq, layout.offsets[s], layout.lengths[s], H, hd, rope, true);
+      ropeInPlace(dk, layout.offsets[s], layout.lengths[s], H, hd, rope, true);
+    }
+    weightGrad(k, T, d, d, dq, a.xn1, g.wq);
+    weightGrad(k, T, d, d, dk, a.xn1, g.wk);
+    weightGrad(k, T, d, d, dv, a.xn1, g.wv);
+    inputGrad(k, T, d, d, dq, w.wq, dxn, 0);
+    inputGrad(k, T, d, d, dk, w.wk, dxn, 1);
+    inputGrad(k, T, d, d, dv, w.wv, dxn, 1);
+    rmsNormBackward(dxn, a.xIn, w.attnNorm, a.rstd1, dx, g.attnNorm, T, d);
+  }
+  // Embedding rows.
+  for (let t = 0; t < T; t++) {
+    const e = layout.tokens[t] * d;
+    const o = t * d;
+    for (let j = 0; j < d; j++) G.tokEmbd[e + j] += dx[o + j];
+  }
+}
+
+/**
+ * Full-sequence logits [tokens.length, vocab] (row t predicts token t+1) for one sequence,
+ * no gradient. The reference the KV-cache sampler is checked against.
+ */
+export function forwardLogits(
+  params: ModelParams,
+  tokens: Int32Array | readonly number[],
+  kernels: Kernels = jsKernels,
+): Float32Array {
+  const seq = tokens instanceof Int32Array ? tokens : Int32Array.from(tokens);
+  const layout = layoutOf(params, { sequences: [seq], lossMask: [new Uint8Array(seq.length)] });
+  const trunk = runTrunk(params, layout, kernels, false);
+  const { T, d, V } = trunk.D;
+  const out = new Float32Array(T * V);
+  kernels.gemm(false, true, T, V, d, 1, trunk.xf, 0, d, weightsOf(params).tokEmbd, 0, d, 0, out, 0, V);
+  return out;
+}
