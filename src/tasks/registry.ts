@@ -7,8 +7,8 @@
  * sampler and the trial runner look tasks up here.
  */
 import { UsageError } from "../core/errors.js";
-import { createOpponent, describeOpponentSpecs } from "../opponents/registry.js";
 import { Rng } from "../core/rng.js";
+import { createOpponent, describeOpponentSpecs } from "../opponents/registry.js";
 import type { TaskOptions, TextTask } from "./types.js";
 
 export interface TaskDefinition {

@@ -4,7 +4,7 @@
  * Rewards: +10 win, −10 loss, 0 draw (and 0 for every other step, invalid ones included).
  * Score: +1 / 0 / −1 at the end of the game.
  */
-import { emptyCells, rowOf, colOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
+import { colOf, emptyCells, rowOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
 import { type Parsed, parseTicTacToeMove } from "./parse.js";
 import { type EndText, TwoPlayerTask } from "./two-player.js";
 import type { TaskOptions, TaskPromptText } from "./types.js";
