@@ -7,4 +7,5 @@ import type { Command } from "../command.js";
 export const COMMANDS: Record<string, () => Promise<Command>> = {
   tournament: async () => (await import("./tournament.js")).command,
   exploitability: async () => (await import("./exploitability.js")).command,
+  play: async () => (await import("./play.js")).command,
 };
