@@ -5,6 +5,8 @@
  */
 const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   kuhn: () => import("./kuhn.js"),
+  tictactoe: () => import("./tictactoe.js"),
+  puzzles: () => import("./puzzles.js"),
 };
 
 async function main(): Promise<void> {
