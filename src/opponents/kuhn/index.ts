@@ -9,7 +9,7 @@ import {
   kuhn,
   PASS,
 } from "../../games/kuhn.js";
-import { type OpponentKind, positiveIntArg } from "../registry.js";
+import type { OpponentKind } from "../registry.js";
 import type { Opponent } from "../types.js";
 import { cfrArgmaxPolicy, cfrAveragePolicy, MAX_CFR_ITERATIONS } from "./cfr.js";
 import {
@@ -61,12 +61,18 @@ export class KuhnPolicyOpponent implements Opponent<KuhnState, KuhnMove> {
   }
 }
 
+/**
+ * Parses the iteration count of a CFR spec (default when left out). Kept here rather than using the
+ * registry's helper: a value import from `../registry.js` would be circular (the registry imports this list).
+ */
 function iterationsArg(spec: string, arg: string | undefined): number {
-  const n = positiveIntArg(spec, arg, DEFAULT_CFR_ITERATIONS);
-  if (n > MAX_CFR_ITERATIONS) {
-    throw new UsageError(`spec "${spec}": at most ${MAX_CFR_ITERATIONS} CFR iterations, got ${n}`);
+  if (arg === undefined || arg === "") return DEFAULT_CFR_ITERATIONS;
+  if (!/^\d+$/.test(arg) || Number(arg) < 1 || Number(arg) > MAX_CFR_ITERATIONS) {
+    throw new UsageError(
+      `spec "${spec}": iterations must be an integer in 1..${MAX_CFR_ITERATIONS} (default ${DEFAULT_CFR_ITERATIONS}), got "${arg}"`,
+    );
   }
-  return n;
+  return Number(arg);
 }
 
 function fixed(name: string, description: string, policy: KuhnPolicy): OpponentKind<KuhnState, KuhnMove> {
