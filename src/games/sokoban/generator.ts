@@ -152,10 +152,20 @@ export function reversePlay(room: SokobanRoom, player: number, searchDepth: numb
   const boxes = [...targets];
   const occ = new Uint8Array(room.rows * cols);
   for (const b of boxes) occ[b] = 1;
-  const explored = new Set<string>();
+  const explored = new Set<number | string>();
   let best: ReverseResult = { player, boxes: [...boxes], score: -1, displacement: 0 };
 
-  const keyOf = (p: number) => `${p}|${[...boxes].sort((a, b) => a - b).join(",")}`;
+  const n = room.rows * cols;
+  const numeric = n ** (k + 1) <= Number.MAX_SAFE_INTEGER;
+  const sorted = new Array<number>(k);
+  const keyOf = (p: number): number | string => {
+    for (let i = 0; i < k; i++) sorted[i] = boxes[i];
+    sorted.sort((a, b) => a - b);
+    if (!numeric) return `${p}|${sorted.join(",")}`;
+    let key = 0;
+    for (let i = k - 1; i >= 0; i--) key = key * n + sorted[i];
+    return key * n + p;
+  };
   const displacement = () => {
     let s = 0;
     for (let i = 0; i < k; i++) {
