@@ -91,12 +91,12 @@ describe("tictactoe minimax", () => {
     assert.equal(first.act(EMPTY_BOARD), 0); // every opening draws: the first cell
     const seen = new Set<number>();
     const m = make("minimax", Rng.seeded(2));
-    for (let i = 0; i < 300; i++) seen.add(m.act(EMPTY_BOARD));
+    for (let i = 0; i < 300; i++) seen.add(m.act(EMPTY_BOARD) as number);
     assert.equal(seen.size, 9);
     for (const s of randomStates(300, 5)) {
       const best = tictactoeSolver().bestMoves(s);
       assert.equal(first.act(s), best[0]);
-      assert.ok(best.includes(m.act(s)));
+      assert.ok(best.includes(m.act(s) as number));
     }
   });
 
@@ -145,7 +145,7 @@ describe("tictactoe random opponent", () => {
     const counts = new Map<number, number>();
     const n = 14_000;
     for (let i = 0; i < n; i++) {
-      const m = opp.act(s);
+      const m = opp.act(s) as number;
       counts.set(m, (counts.get(m) ?? 0) + 1);
     }
     assert.deepEqual([...counts.keys()].sort(), [1, 2, 3, 5, 6, 7, 8]);
