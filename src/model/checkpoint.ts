@@ -1,0 +1,433 @@
+/**
+ * Checkpoints: one directory per checkpoint.
+ *
+ *   model.safetensors           weights, named and shaped as paramSpecs(config)
+ *   config.json                 { format, formatVersion, preset, model: ModelConfig }
+ *   tokenizer.json              Hugging Face tokenizer
+ *   tokenizer_config.json       HF companion with the chat template
+ *   training-state.safetensors  optimizer moments and other tensors of the trainer (optional)
+ *   training-state.json         step, schedule, RNG states, any JSON the trainer passes (optional)
+ *   meta.json                   backend/kernel that ran, Node version, time, mage version, commit
+ *
+ * Saving is atomic: everything is written and fsynced into a hidden sibling directory
+ * `.NAME.tmp-PID-…`, which is then renamed over the target (an existing target is first
+ * renamed away to `.NAME.old-PID-…` and removed afterwards). A save killed at any point leaves
+ * the previous checkpoint loadable; `recoverCheckpoint` (run by save and, when the target is
+ * missing, by load) restores it from the `.old-` copy if the kill fell between the two renames
+ * and clears what dead writers left behind. Hidden names are never taken for checkpoints.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { fsyncDir, writeFileDurable } from "../core/atomic-write.js";
+import { tokenizerConfigJson } from "./chat-template.js";
+import { type ModelConfig, paramSpecs, validateModelConfig } from "./config.js";
+import { readSafetensors, type Tensor, type TensorInputs, writeSafetensors } from "./safetensors.js";
+import { Tokenizer } from "./tokenizer.js";
+
+export const CHECKPOINT_FORMAT = "mage-checkpoint";
+export const CHECKPOINT_FORMAT_VERSION = 1;
+
+export const CHECKPOINT_FILES = {
+  model: "model.safetensors",
+  config: "config.json",
+  tokenizer: "tokenizer.json",
+  tokenizerConfig: "tokenizer_config.json",
+  trainingTensors: "training-state.safetensors",
+  trainingJson: "training-state.json",
+  meta: "meta.json",
+} as const;
+
+const REQUIRED_FILES = [
+  CHECKPOINT_FILES.model,
+  CHECKPOINT_FILES.config,
+  CHECKPOINT_FILES.tokenizer,
+  CHECKPOINT_FILES.meta,
+];
+
+export type ParamInputs = ReadonlyMap<string, Float32Array> | Readonly<Record<string, Float32Array>>;
+
+export interface TrainingStateInput {
+  /** Optimizer moments and any other arrays (a bare typed array is stored 1-D). */
+  tensors?: TensorInputs;
+  /** Step, schedule state, RNG states (`Rng.getState()`), anything JSON-serialisable. */
+  json?: unknown;
+}
+
+export interface TrainingState {
+  tensors: Map<string, Tensor>;
+  json: unknown;
+}
+
+/** What the caller says about the run; the rest of meta.json is filled in by saveCheckpoint. */
+export interface CheckpointMetaInput {
+  /** Backend that produced the weights, e.g. "cpu-js". */
+  backend?: string;
+  /** GEMM kernel that ran, e.g. "js". */
+  kernel?: string;
+  [key: string]: unknown;
+}
+
+export interface CheckpointMeta extends CheckpointMetaInput {
+  format: string;
+  formatVersion: number;
+  nodeVersion: string;
+  createdAt: string;
+  mageVersion: string;
+  commit: string | null;
+}
+
+export interface SaveCheckpointInput {
+  config: ModelConfig;
+  preset?: string | null;
+  params: ParamInputs;
+  tokenizer: Tokenizer;
+  trainingState?: TrainingStateInput;
+  meta?: CheckpointMetaInput;
+}
+
+export interface Checkpoint {
+  dir: string;
+  config: ModelConfig;
+  preset: string | null;
+  params: Map<string, Float32Array>;
+  tokenizer: Tokenizer;
+  trainingState: TrainingState | null;
+  meta: CheckpointMeta;
+}
+
+// ---- meta -----------------------------------------------------------------------------------
+
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+let cachedVersion: string | undefined;
+let cachedCommit: string | null | undefined;
+
+export function mageVersion(): string {
+  if (cachedVersion === undefined) {
+    try {
+      cachedVersion = String(
+        JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")).version ?? "unknown",
+      );
+    } catch {
+      cachedVersion = "unknown";
+    }
+  }
+  return cachedVersion;
+}
+
+/** The git commit of the mage sources (env MAGE_COMMIT wins), or null when unknown. */
+export function mageCommit(): string | null {
+  if (process.env.MAGE_COMMIT) return process.env.MAGE_COMMIT;
+  if (cachedCommit === undefined) {
+    cachedCommit = null;
+    if (existsSync(join(repoRoot, ".git"))) {
+      try {
+        const out = execFileSync("git", ["rev-parse", "HEAD"], {
+          cwd: repoRoot,
+          stdio: ["ignore", "pipe", "ignore"],
+          timeout: 5000,
+        });
+        const sha = out.toString().trim();
+        if (/^[0-9a-f]{40}$/.test(sha)) cachedCommit = sha;
+      } catch {
+        cachedCommit = null;
+      }
+    }
+  }
+  return cachedCommit;
+}
+
+// ---- helpers --------------------------------------------------------------------------------
+
+function paramEntries(params: ParamInputs): [string, Float32Array][] {
+  return params instanceof Map
+    ? [...params.entries()]
+    : Object.entries(params as Record<string, Float32Array>);
+}
+
+function jsonText(value: unknown): string {
+  return `${JSON.stringify(value, null, 2)}\n`;
+}
+
+let saveCounter = 0;
+
+interface Leftover {
+  path: string;
+  kind: "tmp" | "old";
+  pid: number;
+  time: number;
+  seq: number;
+}
+
+function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function leftovers(target: string): Promise<Leftover[]> {
+  const parent = dirname(target);
+  const prefix = `.${basename(target)}.`;
+  let names: string[];
+  try {
+    names = await readdir(parent);
+  } catch {
+    return [];
+  }
+  const out: Leftover[] = [];
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const m = /^(tmp|old)-(\d+)-(\d+)-(\d+)$/.exec(name.slice(prefix.length));
+    if (!m) continue;
+    out.push({
+      path: join(parent, name),
+      kind: m[1] as "tmp" | "old",
+      pid: Number(m[2]),
+      time: Number(m[3]),
+      seq: Number(m[4]),
+    });
+  }
+  return out;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** True when `dir` is a complete checkpoint directory (and not a hidden temporary one). */
+export async function isCheckpointDir(dir: string): Promise<boolean> {
+  if (basename(resolve(dir)).startsWith(".")) return false;
+  try {
+    if (!(await stat(dir)).isDirectory()) return false;
+  } catch {
+    return false;
+  }
+  for (const f of REQUIRED_FILES) if (!(await exists(join(dir, f)))) return false;
+  return true;
+}
+
+/** Names of the complete checkpoints directly under `parent`, sorted. */
+export async function listCheckpoints(parent: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(parent);
+  } catch {
+    return [];
+  }
+  const out: string[] = [];
+  for (const name of names.sort()) if (await isCheckpointDir(join(parent, name))) out.push(name);
+  return out;
+}
+
+/**
+ * Repairs what a killed save of `dir` left behind (only leftovers of processes no longer
+ * alive are touched): restores the previous checkpoint when the target is missing but its
+ * renamed-away copy exists, and removes stale temporary and old copies.
+ */
+export async function recoverCheckpoint(dir: string): Promise<void> {
+  const target = resolve(dir);
+  const dead = (await leftovers(target)).filter((l) => !processAlive(l.pid));
+  if (!(await exists(target))) {
+    const olds = dead
+      .filter((l) => l.kind === "old")
+      .sort((a, b) => b.time - a.time || b.seq - a.seq || b.pid - a.pid);
+    for (const old of olds) {
+      if (await isCompleteLayout(old.path)) {
+        await rename(old.path, target);
+        await fsyncDir(dirname(target));
+        break;
+      }
+    }
+  }
+  for (const l of dead) if (await exists(l.path)) await rm(l.path, { recursive: true, force: true });
+}
+
+async function isCompleteLayout(dir: string): Promise<boolean> {
+  for (const f of REQUIRED_FILES) if (!(await exists(join(dir, f)))) return false;
+  return true;
+}
+
+// ---- save -----------------------------------------------------------------------------------
+
+function validateInput(input: SaveCheckpointInput): [string, Float32Array][] {
+  const config = validateModelConfig(input.config);
+  if (input.tokenizer.vocabSize > config.vocabSize)
+    throw new RangeError(
+      `checkpoint: tokenizer has ${input.tokenizer.vocabSize} tokens but model.vocabSize is ${config.vocabSize}`,
+    );
+  const list = paramEntries(input.params);
+  const byName = new Map(list);
+  for (const spec of paramSpecs(config)) {
+    const p = byName.get(spec.name);
+    const n = spec.shape.reduce((a, b) => a * b, 1);
+    if (!p) throw new RangeError(`checkpoint: parameter "${spec.name}" is missing`);
+    if (!(p instanceof Float32Array))
+      throw new TypeError(`checkpoint: parameter "${spec.name}" must be a Float32Array`);
+    if (p.length !== n)
+      throw new RangeError(
+        `checkpoint: parameter "${spec.name}" has ${p.length} values, expected ${n} [${spec.shape}]`,
+      );
+  }
+  return list;
+}
+
+/** Atomically writes a checkpoint directory at `dir` (replacing an existing one). */
+export async function saveCheckpoint(dir: string, input: SaveCheckpointInput): Promise<void> {
+  const list = validateInput(input);
+  const target = resolve(dir);
+  const parent = dirname(target);
+  await mkdir(parent, { recursive: true });
+  await recoverCheckpoint(target);
+
+  saveCounter += 1;
+  const tag = `${process.pid}-${Date.now()}-${saveCounter}`;
+  const tmp = join(parent, `.${basename(target)}.tmp-${tag}`);
+  const old = join(parent, `.${basename(target)}.old-${tag}`);
+  const shapes = new Map(paramSpecs(input.config).map((s) => [s.name, s.shape]));
+
+  await mkdir(tmp);
+  try {
+    const weights = new Map(
+      list.map(([name, data]) => [name, { shape: shapes.get(name) ?? [data.length], data }] as const),
+    );
+    await writeSafetensors(
+      join(tmp, CHECKPOINT_FILES.model),
+      weights,
+      { format: "mage", preset: input.preset ?? "" },
+      { atomic: false },
+    );
+    await writeFileDurable(
+      join(tmp, CHECKPOINT_FILES.config),
+      jsonText({
+        format: CHECKPOINT_FORMAT,
+        formatVersion: CHECKPOINT_FORMAT_VERSION,
+        preset: input.preset ?? null,
+        model: input.config,
+      }),
+    );
+    await writeFileDurable(join(tmp, CHECKPOINT_FILES.tokenizer), input.tokenizer.toJsonString());
+    await writeFileDurable(
+      join(tmp, CHECKPOINT_FILES.tokenizerConfig),
+      jsonText(tokenizerConfigJson(input.config.contextLength)),
+    );
+    if (input.trainingState) {
+      await writeSafetensors(
+        join(tmp, CHECKPOINT_FILES.trainingTensors),
+        input.trainingState.tensors ?? {},
+        undefined,
+        {
+          atomic: false,
+        },
+      );
+      await writeFileDurable(
+        join(tmp, CHECKPOINT_FILES.trainingJson),
+        jsonText(input.trainingState.json ?? null),
+      );
+    }
+    const meta: CheckpointMeta = {
+      ...(input.meta ?? {}),
+      format: CHECKPOINT_FORMAT,
+      formatVersion: CHECKPOINT_FORMAT_VERSION,
+      nodeVersion: process.version,
+      createdAt: new Date().toISOString(),
+      mageVersion: mageVersion(),
+      commit: mageCommit(),
+    };
+    await writeFileDurable(join(tmp, CHECKPOINT_FILES.meta), jsonText(meta));
+    await fsyncDir(tmp);
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true }).catch(() => {});
+    throw err;
+  }
+
+  // Swap into place. Between the two renames the previous checkpoint lives at `old`.
+  let replaced = false;
+  try {
+    await rename(target, old);
+    replaced = true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+      await rm(tmp, { recursive: true, force: true }).catch(() => {});
+      throw err;
+    }
+  }
+  try {
+    await rename(tmp, target);
+  } catch (err) {
+    if (replaced) await rename(old, target).catch(() => {});
+    await rm(tmp, { recursive: true, force: true }).catch(() => {});
+    throw err;
+  }
+  await fsyncDir(parent);
+  if (replaced) await rm(old, { recursive: true, force: true });
+}
+
+// ---- load -----------------------------------------------------------------------------------
+
+export interface LoadCheckpointOptions {
+  /** Also read training-state.* (default true). */
+  trainingState?: boolean;
+}
+
+export async function loadCheckpoint(dir: string, opts: LoadCheckpointOptions = {}): Promise<Checkpoint> {
+  const target = resolve(dir);
+  if (basename(target).startsWith("."))
+    throw new Error(`checkpoint: ${dir} is a hidden (temporary) directory, not a checkpoint`);
+  if (!(await exists(target))) await recoverCheckpoint(target);
+  if (!(await isCheckpointDir(target)))
+    throw new Error(
+      `checkpoint: ${dir} is not a complete checkpoint directory (needs ${REQUIRED_FILES.join(", ")})`,
+    );
+
+  const configJson = JSON.parse(await readFile(join(target, CHECKPOINT_FILES.config), "utf8"));
+  if (configJson?.format !== CHECKPOINT_FORMAT)
+    throw new Error(`checkpoint: ${CHECKPOINT_FILES.config} is not a ${CHECKPOINT_FORMAT} config`);
+  const config = validateModelConfig(configJson.model as ModelConfig);
+  const tokenizer = Tokenizer.fromJsonString(
+    await readFile(join(target, CHECKPOINT_FILES.tokenizer), "utf8"),
+  );
+  const weights = await readSafetensors(join(target, CHECKPOINT_FILES.model));
+  const params = new Map<string, Float32Array>();
+  for (const spec of paramSpecs(config)) {
+    const t = weights.tensors.get(spec.name);
+    if (!t) throw new Error(`checkpoint: ${CHECKPOINT_FILES.model} lacks "${spec.name}"`);
+    if (t.dtype !== "F32" || t.shape.join(",") !== spec.shape.join(","))
+      throw new Error(
+        `checkpoint: "${spec.name}" is ${t.dtype} [${t.shape}], expected F32 [${spec.shape}] for this config`,
+      );
+    params.set(spec.name, t.data as Float32Array);
+  }
+  for (const [name, t] of weights.tensors) {
+    if (!params.has(name)) {
+      if (t.dtype !== "F32") throw new Error(`checkpoint: extra tensor "${name}" must be F32`);
+      params.set(name, t.data as Float32Array);
+    }
+  }
+  let trainingState: TrainingState | null = null;
+  if ((opts.trainingState ?? true) && (await exists(join(target, CHECKPOINT_FILES.trainingJson)))) {
+    const tensors = (await readSafetensors(join(target, CHECKPOINT_FILES.trainingTensors))).tensors;
+    const json = JSON.parse(await readFile(join(target, CHECKPOINT_FILES.trainingJson), "utf8"));
+    trainingState = { tensors, json };
+  }
+  const meta = JSON.parse(await readFile(join(target, CHECKPOINT_FILES.meta), "utf8")) as CheckpointMeta;
+  return {
+    dir: target,
+    config,
+    preset: typeof configJson.preset === "string" ? configJson.preset : null,
+    params,
+    tokenizer,
+    trainingState,
+    meta,
+  };
+}
