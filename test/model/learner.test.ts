@@ -65,9 +65,9 @@ describe("AdamW", () => {
     const v = new Float64Array(p.flat.length);
     const expect = Float64Array.from(start);
     const decayed = new Uint8Array(p.flat.length);
-    p.specs.forEach((s, i) =>
-      decayed.fill(decays(s) ? 1 : 0, p.offsets[i], p.offsets[i] + p.tensors[i].length),
-    );
+    p.specs.forEach((s, i) => {
+      decayed.fill(decays(s) ? 1 : 0, p.offsets[i], p.offsets[i] + p.tensors[i].length);
+    });
     const lrs = [0.1, 0.05, 0.2];
     const rng = Rng.seeded("adam-grads");
     for (let t = 1; t <= 3; t++) {
