@@ -1,3 +1,4 @@
+import { checkGemmArgs, scaleC } from "./gemm-args.js";
 import type { Kernels } from "./types.js";
 
 /**
@@ -7,11 +8,11 @@ import type { Kernels } from "./types.js";
 export const jsKernels: Kernels = {
   name: "js",
   gemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc) {
-    for (let i = 0; i < m; i++) {
-      const ci = cOff + i * ldc;
-      if (beta === 0) c.fill(0, ci, ci + n);
-      else if (beta !== 1) for (let j = 0; j < n; j++) c[ci + j] *= beta;
-    }
+    checkGemmArgs("js", transA, transB, m, n, k, a, aOff, lda, b, bOff, ldb, c, cOff, ldc);
+    // C = beta·C first (beta = 0 writes zeros, so NaN garbage in C is ignored).
+    scaleC(m, n, beta, c, cOff, ldc);
+    // As in BLAS, alpha = 0 does not read A or B.
+    if (alpha === 0 || k === 0) return;
     if (!transB) {
       // B is k×n row-major: row p of B is contiguous.
       for (let i = 0; i < m; i++) {

@@ -184,57 +184,47 @@ function packFn(name: string, R: number): Fn {
 
   f.emit(i32(0), set(i));
   f.emit(LOOP, VOID); // over panels
+  f.emit(minI32(i32(R), [get(rows), get(i), I32_SUB]), set(h));
+  f.emit(get(src), get(i), get(rs), I32_MUL, I32_ADD, set(s));
+  f.emit(get(h), i32(R), I32_EQ, get(rs), i32(4), I32_EQ, I32_AND, IF, VOID);
   {
-    f.emit(minI32(i32(R), [get(rows), get(i), I32_SUB]), set(h));
-    f.emit(get(src), get(i), get(rs), I32_MUL, I32_ADD, set(s));
-    f.emit(get(h), i32(R), I32_EQ, get(rs), i32(4), I32_EQ, I32_AND, IF, VOID);
-    {
-      // Full panel, R contiguous floats per k step: vector copies.
-      f.emit(get(s), set(q), get(kc), set(p));
-      f.emit(LOOP, VOID);
-      let o = 0;
-      for (; o + 4 <= R; o += 4) f.emit(get(dst), get(q), vLoad(o * 4), vStore(o * 4));
-      for (; o < R; o++) f.emit(get(dst), get(q), f32Load(o * 4), f32Store(o * 4));
-      f.emit(addTo(q, get(cs)), addTo(dst, R * 4));
-      f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END);
-    }
-    f.emit(ELSE);
-    f.emit(get(h), i32(R), I32_EQ, IF, VOID);
-    {
-      // Full panel, strided rows: R running pointers.
-      for (let k = 0; k < R; k++) f.emit(get(s), i32(k), get(rs), I32_MUL, I32_ADD, set(ptr[k]));
-      f.emit(get(kc), set(p));
-      f.emit(LOOP, VOID);
-      for (let k = 0; k < R; k++) f.emit(get(dst), get(ptr[k]), f32Load(0), f32Store(k * 4));
-      for (let k = 0; k < R; k++) f.emit(addTo(ptr[k], get(cs)));
-      f.emit(addTo(dst, R * 4));
-      f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END);
-    }
-    f.emit(ELSE);
-    {
-      // Last, partial panel: copy h rows and zero the rest.
-      f.emit(i32(0), set(p));
-      f.emit(LOOP, VOID);
-      {
-        f.emit(get(s), get(p), get(cs), I32_MUL, I32_ADD, set(q));
-        f.emit(i32(0), set(r));
-        f.emit(LOOP, VOID);
-        {
-          f.emit(get(dst), get(r), i32(4), I32_MUL, I32_ADD);
-          f.emit(get(r), get(h), I32_LT_S, IF, F32, get(q), f32Load(0), ELSE, f32(0), END);
-          f.emit(f32Store(0));
-          f.emit(addTo(q, get(rs)));
-          f.emit(get(r), i32(1), I32_ADD, tee(r), i32(R), I32_LT_S, brIf(0));
-        }
-        f.emit(END);
-        f.emit(addTo(dst, R * 4));
-        f.emit(get(p), i32(1), I32_ADD, tee(p), get(kc), I32_LT_S, brIf(0));
-      }
-      f.emit(END);
-    }
-    f.emit(END, END);
-    f.emit(get(i), i32(R), I32_ADD, tee(i), get(rows), I32_LT_S, brIf(0));
+    // Full panel, R contiguous floats per k step: vector copies.
+    f.emit(get(s), set(q), get(kc), set(p));
+    f.emit(LOOP, VOID);
+    let o = 0;
+    for (; o + 4 <= R; o += 4) f.emit(get(dst), get(q), vLoad(o * 4), vStore(o * 4));
+    for (; o < R; o++) f.emit(get(dst), get(q), f32Load(o * 4), f32Store(o * 4));
+    f.emit(addTo(q, get(cs)), addTo(dst, R * 4));
+    f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END);
   }
+  f.emit(ELSE);
+  f.emit(get(h), i32(R), I32_EQ, IF, VOID);
+  // Full panel, strided rows: R running pointers.
+  for (let k = 0; k < R; k++) f.emit(get(s), i32(k), get(rs), I32_MUL, I32_ADD, set(ptr[k]));
+  f.emit(get(kc), set(p));
+  f.emit(LOOP, VOID);
+  for (let k = 0; k < R; k++) f.emit(get(dst), get(ptr[k]), f32Load(0), f32Store(k * 4));
+  for (let k = 0; k < R; k++) f.emit(addTo(ptr[k], get(cs)));
+  f.emit(addTo(dst, R * 4));
+  f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END);
+  f.emit(ELSE);
+  // Last, partial panel: copy h rows and zero the rest.
+  f.emit(i32(0), set(p));
+  f.emit(LOOP, VOID);
+  f.emit(get(s), get(p), get(cs), I32_MUL, I32_ADD, set(q));
+  f.emit(i32(0), set(r));
+  f.emit(LOOP, VOID);
+  f.emit(get(dst), get(r), i32(4), I32_MUL, I32_ADD);
+  f.emit(get(r), get(h), I32_LT_S, IF, F32, get(q), f32Load(0), ELSE, f32(0), END);
+  f.emit(f32Store(0));
+  f.emit(addTo(q, get(rs)));
+  f.emit(get(r), i32(1), I32_ADD, tee(r), i32(R), I32_LT_S, brIf(0));
+  f.emit(END);
+  f.emit(addTo(dst, R * 4));
+  f.emit(get(p), i32(1), I32_ADD, tee(p), get(kc), I32_LT_S, brIf(0));
+  f.emit(END);
+  f.emit(END, END);
+  f.emit(get(i), i32(R), I32_ADD, tee(i), get(rows), I32_LT_S, brIf(0));
   f.emit(END);
   return f;
 }
@@ -289,113 +279,80 @@ function macroFn(o: GemmModuleOptions): Fn {
   f.emit(get(beta), f32(0), F32_EQ, set(betaZero));
   f.emit(i32(0), set(j), get(pb), set(pbPanel));
   f.emit(LOOP, VOID); // over B panels (columns j)
+  f.emit(minI32(i32(NR), [get(nc), get(j), I32_SUB]), set(w));
+  f.emit(i32(0), set(i), get(pa), set(paPanel));
+  f.emit(LOOP, VOID); // over A panels (rows i)
   {
-    f.emit(minI32(i32(NR), [get(nc), get(j), I32_SUB]), set(w));
-    f.emit(i32(0), set(i), get(pa), set(paPanel));
-    f.emit(LOOP, VOID); // over A panels (rows i)
-    {
-      f.emit(minI32(i32(MR), [get(mc), get(i), I32_SUB]), set(h));
-      // Micro-kernel: acc = Σ_p a[p, :] ⊗ b[p, :].
-      for (let rr = 0; rr < MR; rr++)
-        for (let v = 0; v < NV; v++) f.emit(f32(0), simd(F32X4_SPLAT), set(acc[rr][v]));
-      f.emit(get(paPanel), set(pap), get(pbPanel), set(pbp), get(kc), set(p));
-      const U = o.unroll;
-      if (U > 1) {
-        // Unrolled main loop while p ≥ U, then single steps.
-        f.emit(BLOCK, VOID, get(p), i32(U), I32_LT_S, brIf(0), LOOP, VOID);
-        for (let u = 0; u < U; u++) kStep(u);
-        f.emit(addTo(pap, U * MR * 4), addTo(pbp, U * NR * 4));
-        f.emit(get(p), i32(U), I32_SUB, tee(p), i32(U - 1), I32_GT_S, brIf(0), END, END);
-        f.emit(BLOCK, VOID, get(p), i32(0), I32_EQ, brIf(0), LOOP, VOID);
-        kStep(0);
-        f.emit(addTo(pap, MR * 4), addTo(pbp, NR * 4));
-        f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END, END);
-      } else {
-        f.emit(LOOP, VOID);
-        kStep(0);
-        f.emit(addTo(pap, MR * 4), addTo(pbp, NR * 4));
-        f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END);
+    f.emit(minI32(i32(MR), [get(mc), get(i), I32_SUB]), set(h));
+    // Micro-kernel: acc = Σ_p a[p, :] ⊗ b[p, :].
+    for (let rr = 0; rr < MR; rr++)
+      for (let v = 0; v < NV; v++) f.emit(f32(0), simd(F32X4_SPLAT), set(acc[rr][v]));
+    f.emit(get(paPanel), set(pap), get(pbPanel), set(pbp), get(kc), set(p));
+    const U = o.unroll;
+    if (U > 1) {
+      // Unrolled main loop while p ≥ U, then single steps.
+      f.emit(BLOCK, VOID, get(p), i32(U), I32_LT_S, brIf(0), LOOP, VOID);
+      for (let u = 0; u < U; u++) kStep(u);
+      f.emit(addTo(pap, U * MR * 4), addTo(pbp, U * NR * 4));
+      f.emit(get(p), i32(U), I32_SUB, tee(p), i32(U - 1), I32_GT_S, brIf(0), END, END);
+      f.emit(BLOCK, VOID, get(p), i32(0), I32_EQ, brIf(0), LOOP, VOID);
+      kStep(0);
+      f.emit(addTo(pap, MR * 4), addTo(pbp, NR * 4));
+      f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END, END);
+    } else {
+      f.emit(LOOP, VOID);
+      kStep(0);
+      f.emit(addTo(pap, MR * 4), addTo(pbp, NR * 4));
+      f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END);
+    }
+    // Write the tile: C = alpha·acc + beta·C.
+    f.emit(get(c), get(i), get(ldcB), I32_MUL, I32_ADD, get(j), i32(4), I32_MUL, I32_ADD, set(cp));
+    f.emit(get(h), i32(MR), I32_EQ, get(w), i32(NR), I32_EQ, I32_AND, IF, VOID);
+    f.emit(get(betaZero), IF, VOID);
+    for (let rr = 0; rr < MR; rr++) {
+      for (let v = 0; v < NV; v++) {
+        f.emit(get(cp), get(acc[rr][v]), get(alphaV), simd(F32X4_MUL), vStore(v * 16));
       }
-      // Write the tile: C = alpha·acc + beta·C.
-      f.emit(get(c), get(i), get(ldcB), I32_MUL, I32_ADD, get(j), i32(4), I32_MUL, I32_ADD, set(cp));
-      f.emit(get(h), i32(MR), I32_EQ, get(w), i32(NR), I32_EQ, I32_AND, IF, VOID);
-      {
-        f.emit(get(betaZero), IF, VOID);
-        for (let rr = 0; rr < MR; rr++) {
-          for (let v = 0; v < NV; v++) {
-            f.emit(get(cp), get(acc[rr][v]), get(alphaV), simd(F32X4_MUL), vStore(v * 16));
-          }
-          if (rr < MR - 1) f.emit(addTo(cp, get(ldcB)));
-        }
-        f.emit(ELSE);
-        for (let rr = 0; rr < MR; rr++) {
-          for (let v = 0; v < NV; v++) {
-            f.emit(get(cp), get(acc[rr][v]), get(alphaV), simd(F32X4_MUL));
-            f.emit(get(cp), vLoad(v * 16), get(betaV), simd(F32X4_MUL), simd(F32X4_ADD), vStore(v * 16));
-          }
-          if (rr < MR - 1) f.emit(addTo(cp, get(ldcB)));
-        }
-        f.emit(END);
+      if (rr < MR - 1) f.emit(addTo(cp, get(ldcB)));
+    }
+    f.emit(ELSE);
+    for (let rr = 0; rr < MR; rr++) {
+      for (let v = 0; v < NV; v++) {
+        f.emit(get(cp), get(acc[rr][v]), get(alphaV), simd(F32X4_MUL));
+        f.emit(get(cp), vLoad(v * 16), get(betaV), simd(F32X4_MUL), simd(F32X4_ADD), vStore(v * 16));
       }
-      f.emit(ELSE);
-      {
-        // Edge tile: spill alpha·acc to tmp, then update the h×w valid part with scalars.
-        for (let rr = 0; rr < MR; rr++) {
-          for (let v = 0; v < NV; v++) {
-            f.emit(get(tmp), get(acc[rr][v]), get(alphaV), simd(F32X4_MUL), vStore((rr * NR + v * 4) * 4));
-          }
-        }
-        f.emit(i32(0), set(r));
-        f.emit(LOOP, VOID);
-        {
-          f.emit(i32(0), set(x));
-          f.emit(LOOP, VOID);
-          {
-            // address of C[r, x] and of tmp[r, x]
-            f.emit(get(cp), get(x), i32(4), I32_MUL, I32_ADD);
-            f.emit(
-              get(tmp),
-              get(r),
-              i32(NR * 4),
-              I32_MUL,
-              I32_ADD,
-              get(x),
-              i32(4),
-              I32_MUL,
-              I32_ADD,
-              f32Load(0),
-            );
-            f.emit(get(betaZero), i32(0), I32_EQ, IF, F32);
-            f.emit(
-              get(cp),
-              get(x),
-              i32(4),
-              I32_MUL,
-              I32_ADD,
-              f32Load(0),
-              get(beta),
-              F32_MUL,
-              ELSE,
-              f32(0),
-              END,
-            );
-            f.emit(F32_ADD, f32Store(0));
-            f.emit(get(x), i32(1), I32_ADD, tee(x), get(w), I32_LT_S, brIf(0));
-          }
-          f.emit(END);
-          f.emit(addTo(cp, get(ldcB)));
-          f.emit(get(r), i32(1), I32_ADD, tee(r), get(h), I32_LT_S, brIf(0));
-        }
-        f.emit(END);
-      }
-      f.emit(END);
-      f.emit(addTo(paPanel, [get(kc), i32(MR * 4), I32_MUL]));
-      f.emit(get(i), i32(MR), I32_ADD, tee(i), get(mc), I32_LT_S, brIf(0));
+      if (rr < MR - 1) f.emit(addTo(cp, get(ldcB)));
     }
     f.emit(END);
-    f.emit(addTo(pbPanel, [get(kc), i32(NR * 4), I32_MUL]));
-    f.emit(get(j), i32(NR), I32_ADD, tee(j), get(nc), I32_LT_S, brIf(0));
+    f.emit(ELSE);
+    // Edge tile: spill alpha·acc to tmp, then update the h×w valid part with scalars.
+    for (let rr = 0; rr < MR; rr++) {
+      for (let v = 0; v < NV; v++) {
+        f.emit(get(tmp), get(acc[rr][v]), get(alphaV), simd(F32X4_MUL), vStore((rr * NR + v * 4) * 4));
+      }
+    }
+    f.emit(i32(0), set(r));
+    f.emit(LOOP, VOID);
+    f.emit(i32(0), set(x));
+    f.emit(LOOP, VOID);
+    // address of C[r, x] and of tmp[r, x]
+    f.emit(get(cp), get(x), i32(4), I32_MUL, I32_ADD);
+    f.emit(get(tmp), get(r), i32(NR * 4), I32_MUL, I32_ADD, get(x), i32(4), I32_MUL, I32_ADD, f32Load(0));
+    f.emit(get(betaZero), i32(0), I32_EQ, IF, F32);
+    f.emit(get(cp), get(x), i32(4), I32_MUL, I32_ADD, f32Load(0), get(beta), F32_MUL, ELSE, f32(0), END);
+    f.emit(F32_ADD, f32Store(0));
+    f.emit(get(x), i32(1), I32_ADD, tee(x), get(w), I32_LT_S, brIf(0));
+    f.emit(END);
+    f.emit(addTo(cp, get(ldcB)));
+    f.emit(get(r), i32(1), I32_ADD, tee(r), get(h), I32_LT_S, brIf(0));
+    f.emit(END);
+    f.emit(END);
+    f.emit(addTo(paPanel, [get(kc), i32(MR * 4), I32_MUL]));
+    f.emit(get(i), i32(MR), I32_ADD, tee(i), get(mc), I32_LT_S, brIf(0));
   }
+  f.emit(END);
+  f.emit(addTo(pbPanel, [get(kc), i32(NR * 4), I32_MUL]));
+  f.emit(get(j), i32(NR), I32_ADD, tee(j), get(nc), I32_LT_S, brIf(0));
   f.emit(END);
   return f;
 }
@@ -421,10 +378,30 @@ export function generateGemmModule(options: GemmModuleOptions = DEFAULT_GEMM_OPT
   return new Uint8Array(bytes);
 }
 
+/**
+ * The parts of the global WebAssembly API used here, typed locally: the project compiles without the
+ * DOM lib and @types/node 20 does not declare WebAssembly.
+ */
+export interface WasmMemory {
+  readonly buffer: ArrayBuffer;
+  grow(pages: number): number;
+}
+export interface WasmApi {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object, imports: Record<string, Record<string, unknown>>) => { exports: unknown };
+  Memory: new (descriptor: { initial: number; maximum?: number }) => WasmMemory;
+  validate(bytes: Uint8Array): boolean;
+}
+
+/** The engine's WebAssembly API, or undefined where there is none. */
+export function wasmApi(): WasmApi | undefined {
+  return (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
+}
+
 /** Whether this engine accepts relaxed-SIMD instructions (f32x4.relaxed_madd). */
 export function relaxedSimdSupported(): boolean {
   try {
-    return WebAssembly.validate(generateGemmModule({ ...DEFAULT_GEMM_OPTIONS, fma: true }));
+    return wasmApi()?.validate(generateGemmModule({ ...DEFAULT_GEMM_OPTIONS, fma: true })) ?? false;
   } catch {
     return false;
   }

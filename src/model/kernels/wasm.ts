@@ -5,6 +5,8 @@ import {
   type GemmModuleOptions,
   generateGemmModule,
   relaxedSimdSupported,
+  type WasmMemory,
+  wasmApi,
 } from "./wasm-gen.js";
 
 /**
@@ -55,7 +57,7 @@ const roundUp = (v: number, to: number): number => Math.ceil(v / to) * to;
 /** Whether this engine runs WebAssembly with 128-bit SIMD (Node ≥ 16.4). */
 export function wasmSimdSupported(): boolean {
   try {
-    return typeof WebAssembly === "object" && WebAssembly.validate(generateGemmModule());
+    return wasmApi()?.validate(generateGemmModule()) ?? false;
   } catch {
     return false;
   }
@@ -66,7 +68,7 @@ class WasmKernels implements Kernels {
   /** Whether the inner loop uses relaxed-SIMD fused multiply-add. */
   readonly fma: boolean;
   private readonly fns: GemmExports;
-  private readonly memory: WebAssembly.Memory;
+  private readonly memory: WasmMemory;
   private heap: Float32Array;
   private readonly o: WasmGemmOptions;
   private readonly tmpAt: number;
@@ -84,9 +86,11 @@ class WasmKernels implements Kernels {
     this.paAt = align16(options.mr * options.nr * 4);
     this.pbAt = this.paAt + align16(mc * options.kc * 4);
     this.dataAt = this.pbAt + align16(nc * options.kc * 4);
-    this.memory = new WebAssembly.Memory({ initial: Math.ceil((this.dataAt + (1 << 20)) / PAGE) });
-    const module = new WebAssembly.Module(generateGemmModule(options));
-    const instance = new WebAssembly.Instance(module, { env: { mem: this.memory } });
+    const api = wasmApi();
+    if (!api) throw new Error("wasm kernels: this JavaScript engine has no WebAssembly");
+    this.memory = new api.Memory({ initial: Math.ceil((this.dataAt + (1 << 20)) / PAGE) });
+    const module = new api.Module(generateGemmModule(options));
+    const instance = new api.Instance(module, { env: { mem: this.memory } });
     this.fns = instance.exports as unknown as GemmExports;
     this.heap = new Float32Array(this.memory.buffer);
   }
