@@ -191,3 +191,22 @@ export function summarizeAssignments(
   }
   return out;
 }
+
+export interface EnvAssignment extends GroupAssignment {
+  /** Environment index 0..G·n-1; envs [g·n, (g+1)·n) form group g. */
+  env: number;
+  /** Member index inside the group, 0..n-1. */
+  member: number;
+}
+
+/** The per-environment view of group assignments: `groupSize` consecutive envs per group. */
+export function expandGroups(groups: readonly GroupAssignment[], groupSize: number): EnvAssignment[] {
+  if (!Number.isInteger(groupSize) || groupSize <= 0) {
+    throw new UsageError(`group size must be a positive integer, got ${groupSize}`);
+  }
+  const out: EnvAssignment[] = [];
+  for (const g of groups) {
+    for (let m = 0; m < groupSize; m++) out.push({ ...g, env: g.group * groupSize + m, member: m });
+  }
+  return out;
+}
