@@ -7,6 +7,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   kuhn: () => import("./kuhn.js"),
   tictactoe: () => import("./tictactoe.js"),
   puzzles: () => import("./puzzles.js"),
+  gemm: () => import("./gemm.js"),
 };
 
 async function main(): Promise<void> {
