@@ -27,7 +27,11 @@ function randomResponse(task: TextTask, rng: Rng): string {
       obs
         .split("\n")
         .map((l) => l.replace(/^Row \d+: /, "").split(" "))
-        .forEach((r, i) => r.forEach((c, j) => c === empty && cells.push(`(${i + 1}, ${j + 1})`)));
+        .forEach((r, i) => {
+          r.forEach((c, j) => {
+            if (c === empty) cells.push(`(${i + 1}, ${j + 1})`);
+          });
+        });
       return `<think>pick</think><action>${cells.length ? rng.pick(cells) : "(1, 1)"}</action>`;
     }
     case "kuhn":

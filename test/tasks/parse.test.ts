@@ -324,7 +324,11 @@ function freeCellResponse(empty: string) {
       .split("\n")
       .map((l) => l.replace(/^Row \d+: /, "").split(" "));
     const cells: string[] = [];
-    rows.forEach((r, i) => r.forEach((c, j) => c === empty && cells.push(`(${i + 1}, ${j + 1})`)));
+    rows.forEach((r, i) => {
+      r.forEach((c, j) => {
+        if (c === empty) cells.push(`(${i + 1}, ${j + 1})`);
+      });
+    });
     return `<action>${cells.length > 0 ? rng.pick(cells) : "(1, 1)"}</action>`;
   };
 }
