@@ -8,4 +8,5 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   tournament: async () => (await import("./tournament.js")).command,
   exploitability: async () => (await import("./exploitability.js")).command,
   play: async () => (await import("./play.js")).command,
+  "kuhn-table": async () => (await import("./kuhn-table.js")).command,
 };

@@ -16,10 +16,13 @@ import {
   aggressivePolicy,
   alwaysBetPolicy,
   alwaysPassPolicy,
+  callerPolicy,
   conservativePolicy,
   intermediatePolicy,
   type KuhnPolicy,
   NAMED_KUHN_POLICIES,
+  solidPolicy,
+  trapperPolicy,
   uniformPolicy,
 } from "./policies.js";
 
@@ -112,6 +115,17 @@ export const kuhnOpponentKinds: OpponentKind<any, any>[] = [
     "MAGE rule bot: bets Queen/King, passes Jack; facing a bet calls only with the King",
     intermediatePolicy,
   ),
+  fixed(
+    "caller",
+    "wider-pool bot: bets only the King; facing a bet calls with Queen or King, folds the Jack",
+    callerPolicy,
+  ),
+  fixed(
+    "trapper",
+    "wider-pool bot: never opens as first player; bets the King after a check; calls with Queen or King",
+    trapperPolicy,
+  ),
+  fixed("solid", "wider-pool bot: bets and calls with Queen or King, checks and folds the Jack", solidPolicy),
   fixed("always-pass", "always PASS (check / fold)", alwaysPassPolicy),
   fixed("always-bet", "always BET (bet / call)", alwaysBetPolicy),
   solved("cfr", "argmax of the vanilla CFR average strategy, ties → PASS (deterministic)", cfrArgmaxPolicy),

@@ -68,6 +68,30 @@ export const intermediatePolicy: KuhnPolicy = tabularPolicy((_p, card, history) 
 );
 
 /**
+ * Wider-pool bot "caller": bets only the King when nobody has bet; facing a bet calls with the
+ * Queen or the King (catches bluffs), folds the Jack. As player 0 this is exactly the argmax of the
+ * cfr:1000 average strategy (the `cfr` validation opponent); as player 1 it differs from it at "1b"
+ * (caller calls the Queen, cfr:1000 folds it).
+ */
+export const callerPolicy: KuhnPolicy = tabularPolicy((_p, card, history) =>
+  facingBet(history) ? (card === 0 ? 0 : 1) : card === 2 ? 1 : 0,
+);
+
+/**
+ * Wider-pool bot "trapper": as player 0 never opens the betting (checks even the King, to trap);
+ * as player 1 bets the King after a check; facing a bet calls with the Queen or the King, folds the Jack.
+ */
+export const trapperPolicy: KuhnPolicy = tabularPolicy((player, card, history) =>
+  facingBet(history) ? (card === 0 ? 0 : 1) : player === 0 ? 0 : card === 2 ? 1 : 0,
+);
+
+/**
+ * Wider-pool bot "solid": bets and calls with the Queen or the King, checks and folds the Jack
+ * (never bluffs, but calls bluffs with the Queen).
+ */
+export const solidPolicy: KuhnPolicy = tabularPolicy((_p, card) => (card === 0 ? 0 : 1));
+
+/**
  * OpenSpiel's one-parameter Nash equilibrium family (`GetOptimalPolicy(alpha)`), α ∈ [0, 1/3]:
  * player 0 bets J with α, Q never, K with 3α, calls Q with 1/3 + α; player 1 bluffs J after a
  * pass with 1/3, calls Q with 1/3, always bets/calls K.
@@ -100,6 +124,9 @@ export const NAMED_KUHN_POLICIES: Readonly<Record<string, KuhnPolicy>> = Object.
   conservative: conservativePolicy,
   aggressive: aggressivePolicy,
   intermediate: intermediatePolicy,
+  caller: callerPolicy,
+  trapper: trapperPolicy,
+  solid: solidPolicy,
 });
 
 /** Throws a UsageError unless `name` is one of the fixed named policies. */
