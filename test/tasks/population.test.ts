@@ -27,7 +27,7 @@ describe("allocateByWeight", () => {
       const weights: number[] = Array.from({ length: 1 + rng.int(7) }, () =>
         rng.int(4) === 0 ? 0 : rng.float() * 5,
       );
-      if (weights.every((w) => w === 0)) weights[0] = 1;
+      if (!weights.some((w) => w > 0)) weights[0] = 1;
       const total = rng.int(200);
       const counts = allocateByWeight(weights, total);
       assert.equal(
