@@ -1,0 +1,262 @@
+import type { Rng } from "../core/rng.js";
+import type { GenerateRequest, Generation, Policy, SamplingParams } from "../policy/types.js";
+import { TrialEnv } from "../tasks/env.js";
+import type { TrialMemory } from "../tasks/memory.js";
+import { buildPrompt } from "../tasks/prompts.js";
+import type { PromptStyle, ReflectionType, TextTask } from "../tasks/types.js";
+import type { AttemptSummary, Row, TrialRecord, TrialSpec } from "./types.js";
+
+/**
+ * The trial runner: for each trial, attempts 1..K of play (up to `maxTurns` policy calls), and
+ * between attempts, when the trial was not won, a reflect call and a restart to the identical
+ * start. A won trial stops. Policy calls of all live trials are batched into `generate` calls;
+ * every request's seed is keyed by (trial, attempt, phase, turn), so results never depend on how
+ * calls were batched or ordered.
+ */
+export interface RunnerOptions {
+  attempts: number;
+  maxTurns: number;
+  /** "none": attempts are independent (no reflection, no earlier attempts in the prompt). */
+  reflection: ReflectionType | "none";
+  promptStyle: PromptStyle;
+  hindsight: boolean;
+  sampling: SamplingParams;
+  /** Most requests in one generate call. */
+  maxBatch: number;
+  /** Generate calls in flight at once (1 for the embedded model; more for remote servers). */
+  concurrency: number;
+}
+
+export interface RunHooks {
+  /** Called once per trial as soon as it ends (in completion order). */
+  onTrialEnd?: (trial: TrialRecord) => void;
+}
+
+/** A failure of the policy backend; trials not finished are recorded as aborted, never as losses. */
+export class RolloutAbortedError extends Error {
+  constructor(
+    message: string,
+    readonly finished: TrialRecord[],
+    readonly aborted: TrialRecord[],
+    override readonly cause: unknown,
+  ) {
+    super(message);
+    this.name = "RolloutAbortedError";
+  }
+}
+
+type Stage = "play" | "reflect" | "done";
+
+interface LiveTrial {
+  spec: TrialSpec;
+  task: TextTask;
+  env: TrialEnv;
+  stage: Stage;
+  attempt: number;
+  turn: number;
+  rows: Row[];
+  attempts: AttemptSummary[];
+  current: AttemptSummary;
+}
+
+function emptyAttempt(): AttemptSummary {
+  return { won: false, draw: false, score: 0, reward: 0, turns: 0, invalidActions: 0, finished: false };
+}
+
+/** Messages of the next call; with no reflection the attempts are independent (only the current one is shown). */
+function messagesFor(t: LiveTrial, phase: "play" | "reflect", opts: RunnerOptions) {
+  if (opts.reflection !== "none") return t.env.messages(phase);
+  const memory: TrialMemory = { ...t.env.memory, attempts: [{ ...t.env.currentAttempt, index: 0 }] };
+  return buildPrompt(memory, t.task.promptText(), phase, t.env.options);
+}
+
+function promptOptions(opts: RunnerOptions) {
+  return {
+    style: opts.promptStyle,
+    reflectionType: opts.reflection === "none" ? ("history_only" as const) : opts.reflection,
+    hindsight: opts.hindsight,
+  };
+}
+
+export function requestSeed(
+  root: Rng,
+  trialId: number,
+  attempt: number,
+  phase: string,
+  turn: number,
+): number {
+  return root.derive("sample", trialId, attempt, phase, turn).nextU32();
+}
+
+export async function runTrials(
+  specs: readonly TrialSpec[],
+  makeTask: (spec: TrialSpec) => TextTask,
+  policy: Policy,
+  root: Rng,
+  opts: RunnerOptions,
+  hooks: RunHooks = {},
+): Promise<TrialRecord[]> {
+  const live: LiveTrial[] = [];
+  for (const spec of specs) {
+    const task = makeTask(spec);
+    const taskRng = root.derive("task", spec.taskSeed);
+    const opponentRng = root.derive("opponent", spec.groupId, spec.taskSeed);
+    const env = new TrialEnv(task, promptOptions(opts));
+    await env.reset(taskRng, opponentRng);
+    live.push({
+      spec,
+      task,
+      env,
+      stage: "play",
+      attempt: 0,
+      turn: 0,
+      rows: [],
+      attempts: [],
+      current: emptyAttempt(),
+    });
+  }
+  const records = new Map<number, TrialRecord>();
+  const finish = (t: LiveTrial, aborted: boolean): TrialRecord => {
+    t.stage = "done";
+    const rec: TrialRecord = {
+      trialId: t.spec.trialId,
+      groupId: t.spec.groupId,
+      taskSeed: t.spec.taskSeed,
+      task: t.task.name,
+      opponent: t.task.opponent ?? "none",
+      seat: t.task.seat ?? "none",
+      attempts: t.attempts,
+      aborted,
+      memory: t.env.memory,
+      rows: t.rows,
+    };
+    records.set(t.spec.trialId, rec);
+    hooks.onTrialEnd?.(rec);
+    return rec;
+  };
+
+  const endAttempt = (t: LiveTrial): void => {
+    t.attempts.push(t.current);
+    const won = t.current.won;
+    t.current = emptyAttempt();
+    if (won || t.attempts.length >= opts.attempts) {
+      finish(t, false);
+      return;
+    }
+    if (opts.reflection !== "none" && t.env.reflectCallExpected) {
+      t.stage = "reflect";
+    } else {
+      restartTrial(t);
+    }
+  };
+
+  const restartTrial = (t: LiveTrial): void => {
+    t.env.restart();
+    t.attempt += 1;
+    t.turn = 0;
+    t.stage = "play";
+  };
+
+  const callOf = (t: LiveTrial): GenerateRequest => {
+    const phase = t.stage === "reflect" ? "reflect" : "play";
+    const messages = messagesFor(t, phase, opts);
+    return {
+      messages,
+      sampling: opts.sampling,
+      seed: requestSeed(root, t.spec.trialId, t.attempt, phase, t.turn),
+    };
+  };
+
+  const apply = async (t: LiveTrial, req: GenerateRequest, gen: Generation): Promise<void> => {
+    const base = {
+      trialId: t.spec.trialId,
+      groupId: t.spec.groupId,
+      taskSeed: t.spec.taskSeed,
+      opponent: t.task.opponent ?? "none",
+      seat: t.task.seat ?? "none",
+      attempt: t.attempt,
+      prompt: [...req.messages],
+      response: gen.text,
+      responseTokenIds: gen.tokenIds,
+      behaviourLogprobs: gen.logprobs,
+      promptTokens: gen.promptTokens,
+      finishReason: gen.finishReason,
+    };
+    if (t.stage === "reflect") {
+      const remark = t.env.reflect(gen.text, gen.tokenIds);
+      // As in the reference, a reflect row belongs to the attempt it prepares.
+      t.rows.push({
+        ...base,
+        attempt: t.attempt + 1,
+        phase: "reflect",
+        turn: 0,
+        reward: 0,
+        valid: remark.valid,
+        ...(remark.invalidReason ? { invalidReason: remark.invalidReason } : {}),
+        anchor: t.env.anchor("reflect"),
+        done: false,
+        won: false,
+      });
+      restartTrial(t);
+      return;
+    }
+    const anchor = t.env.anchor("play");
+    const result = await t.env.play(gen.text, gen.tokenIds);
+    t.rows.push({
+      ...base,
+      phase: "play",
+      turn: t.turn,
+      reward: result.reward,
+      valid: result.valid,
+      ...(result.invalidReason ? { invalidReason: result.invalidReason } : {}),
+      anchor,
+      done: result.done,
+      won: result.won,
+    });
+    const cur = t.current;
+    cur.turns += 1;
+    cur.reward += result.reward;
+    cur.score = result.score;
+    if (!result.valid) cur.invalidActions += 1;
+    if (result.won) cur.won = true;
+    if (result.done) {
+      cur.draw = result.draw;
+      cur.finished = true;
+    }
+    t.turn += 1;
+    if (result.done || t.turn >= opts.maxTurns) endAttempt(t);
+  };
+
+  try {
+    for (;;) {
+      const pending = live.filter((t) => t.stage !== "done");
+      if (pending.length === 0) break;
+      const batches: LiveTrial[][] = [];
+      for (let i = 0; i < pending.length; i += opts.maxBatch)
+        batches.push(pending.slice(i, i + opts.maxBatch));
+      const runBatch = async (batch: LiveTrial[]): Promise<void> => {
+        const requests = batch.map(callOf);
+        const generations = await policy.generate(requests);
+        if (generations.length !== requests.length) {
+          throw new Error(
+            `policy ${policy.name} returned ${generations.length} generations for ${requests.length} requests`,
+          );
+        }
+        for (let i = 0; i < batch.length; i++) await apply(batch[i], requests[i], generations[i]);
+      };
+      for (let i = 0; i < batches.length; i += Math.max(1, opts.concurrency)) {
+        await Promise.all(batches.slice(i, i + Math.max(1, opts.concurrency)).map(runBatch));
+      }
+    }
+  } catch (err) {
+    const finished = [...records.values()];
+    const aborted = live.filter((t) => t.stage !== "done").map((t) => finish(t, true));
+    throw new RolloutAbortedError(
+      `rollout stopped: ${(err as Error).message}; ${finished.length} finished trials kept, ${aborted.length} in flight recorded as aborted`,
+      finished,
+      aborted,
+      err,
+    );
+  }
+  return specs.map((s) => records.get(s.trialId)!);
+}

@@ -1,0 +1,169 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { Rng } from "../../src/core/rng.js";
+import { trainTokenizer } from "../../src/model/tokenizer.js";
+import type { GenerateRequest, Generation, Policy } from "../../src/policy/types.js";
+import { RolloutAbortedError, type RunnerOptions, runTrials } from "../../src/rollout/runner.js";
+import type { TrialSpec } from "../../src/rollout/types.js";
+import { loadTask } from "../../src/tasks/registry.js";
+import { buildTokenBatch } from "../../src/train/batch.js";
+
+/** Answers with a random legal-looking action from a generator keyed by the request seed. */
+function scriptedPolicy(
+  game: "kuhn" | "tictactoe",
+  failAfter = Number.POSITIVE_INFINITY,
+): Policy & { calls: number } {
+  const p = {
+    name: "scripted",
+    calls: 0,
+    async generate(requests: readonly GenerateRequest[]): Promise<Generation[]> {
+      return requests.map((r) => {
+        p.calls += 1;
+        if (p.calls > failAfter) throw new Error("backend down");
+        const rng = Rng.seeded(r.seed);
+        const last = r.messages[r.messages.length - 1].content.toLowerCase();
+        let text: string;
+        if (last.includes("reflect") || last.includes("remark")) text = "<remark>try something else</remark>";
+        else if (game === "kuhn") text = `<action>${rng.pick(["PASS", "BET"])}</action>`;
+        else text = `<action>(${1 + rng.int(3)}, ${1 + rng.int(3)})</action>`;
+        const tokenIds = Array.from(text, (c) => c.charCodeAt(0) % 200);
+        return { text, tokenIds, logprobs: tokenIds.map(() => -1), finishReason: "stop", promptTokens: 10 };
+      });
+    },
+  };
+  return p;
+}
+
+const OPTS: RunnerOptions = {
+  attempts: 3,
+  maxTurns: 6,
+  reflection: "reflection_only",
+  promptStyle: "compact",
+  hindsight: false,
+  sampling: { temperature: 1, topP: 1, topK: 0, maxTokens: 32, stop: [] },
+  maxBatch: 64,
+  concurrency: 1,
+};
+
+function specs(n: number, opponents: string[]): TrialSpec[] {
+  return Array.from({ length: n }, (_, i) => ({
+    trialId: i,
+    groupId: Math.floor(i / 4),
+    taskSeed: 100 + Math.floor(i / 4),
+    opponent: opponents[Math.floor(i / 4) % opponents.length],
+    seat: Math.floor(i / 4) % 2 === 0 ? "first" : "second",
+  }));
+}
+
+async function run(game: "kuhn" | "tictactoe", opts: RunnerOptions, n = 24, policy = scriptedPolicy(game)) {
+  const def = await loadTask(game);
+  const opponents = game === "kuhn" ? ["conservative", "aggressive", "intermediate"] : ["random", "mcts:100"];
+  return runTrials(
+    specs(n, opponents),
+    (s) => def.create({ opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }),
+    policy,
+    Rng.seeded(5),
+    opts,
+  );
+}
+
+describe("trial runner", () => {
+  it("plays attempts with reflections in between and stops a won trial", async () => {
+    for (const game of ["kuhn", "tictactoe"] as const) {
+      const trials = await run(game, OPTS);
+      for (const t of trials) {
+        assert.ok(t.attempts.length >= 1 && t.attempts.length <= 3);
+        for (const a of t.attempts.slice(0, -1))
+          assert.equal(a.won, false, "only the last attempt may be won");
+        if (t.attempts.length < 3) assert.equal(t.attempts[t.attempts.length - 1].won, true);
+        const reflects = t.rows.filter((r) => r.phase === "reflect");
+        assert.equal(reflects.length, t.attempts.length - 1);
+        for (const r of reflects) assert.ok(r.attempt >= 1);
+        // rows are in attempt order; play turns count up within an attempt
+        for (let i = 1; i < t.rows.length; i++) assert.ok(t.rows[i].attempt >= t.rows[i - 1].attempt);
+        const playRows = t.rows.filter((r) => r.phase === "play");
+        assert.equal(
+          playRows.length,
+          t.attempts.reduce((s, a) => s + a.turns, 0),
+        );
+        for (const a of t.attempts) assert.ok(a.turns <= OPTS.maxTurns);
+      }
+      // Group members share the task: the first observation of a group is identical.
+      const byGroup = new Map<number, string>();
+      for (const t of trials) {
+        const obs = JSON.stringify(t.rows[0].prompt.slice(0, 2));
+        if (byGroup.has(t.groupId)) assert.equal(byGroup.get(t.groupId), obs);
+        else byGroup.set(t.groupId, obs);
+      }
+    }
+  });
+
+  it("gives identical transcripts whatever the batching and concurrency", async () => {
+    const a = await run("tictactoe", OPTS);
+    const b = await run("tictactoe", { ...OPTS, maxBatch: 1 });
+    const c = await run("tictactoe", { ...OPTS, maxBatch: 5, concurrency: 3 });
+    const strip = (x: typeof a) => JSON.stringify(x.map((t) => t.rows));
+    assert.equal(strip(a), strip(b));
+    assert.equal(strip(a), strip(c));
+  });
+
+  it("with no reflection, attempts are independent and no reflect calls are made", async () => {
+    const trials = await run("kuhn", { ...OPTS, reflection: "none" });
+    for (const t of trials) {
+      assert.equal(t.rows.filter((r) => r.phase === "reflect").length, 0);
+      for (const r of t.rows) {
+        const headers = JSON.stringify(r.prompt).match(/Attempt \d/g) ?? [];
+        assert.deepEqual(headers, ["Attempt 1"], "earlier attempts stay out of the prompt");
+      }
+    }
+  });
+
+  it("records trials in flight as aborted when the backend fails, keeping finished ones", async () => {
+    const ended: number[] = [];
+    const def = await loadTask("kuhn");
+    const policy = scriptedPolicy("kuhn", 30);
+    await assert.rejects(
+      runTrials(
+        specs(16, ["conservative"]),
+        (s) => def.create({ opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }),
+        policy,
+        Rng.seeded(1),
+        { ...OPTS, maxBatch: 4 },
+        { onTrialEnd: (t) => ended.push(t.trialId) },
+      ),
+      (err: unknown) => {
+        assert.ok(err instanceof RolloutAbortedError);
+        assert.ok(err.aborted.length > 0);
+        for (const t of err.aborted) assert.equal(t.aborted, true);
+        for (const t of err.finished) assert.equal(t.aborted, false);
+        assert.equal(err.finished.length + err.aborted.length, 16);
+        return true;
+      },
+    );
+    assert.equal(ended.length, 16);
+  });
+
+  it("turns a compact trial into one sequence whose scored tokens are exactly the sampled ones", async () => {
+    const trials = await run("kuhn", OPTS, 8);
+    const tok = trainTokenizer(["Card: K. Your move? <action>BET</action> <remark>x</remark>"], {
+      vocabSize: 300,
+    });
+    const rows = trials.flatMap((t) => t.rows);
+    const adv = rows.map((_, i) => i * 0.5);
+    const tb = buildTokenBatch(tok, trials, adv, true);
+    assert.equal(tb.batch.sequences.length, trials.length);
+    const expectedTokens = rows.reduce((s, r) => s + r.responseTokenIds.length, 0);
+    assert.equal(tb.oldLogp.length, expectedTokens);
+    // each scored token carries its own row's advantage, rows in order
+    let k = 0;
+    rows.forEach((r, i) => {
+      for (let j = 0; j < r.responseTokenIds.length; j++, k++) {
+        assert.equal(tb.advantages[k], adv[i]);
+        assert.equal(tb.rowOfToken[k], i);
+      }
+    });
+    const perRow = buildTokenBatch(tok, trials, adv, false);
+    assert.equal(perRow.batch.sequences.length, rows.length);
+    assert.deepEqual(Array.from(perRow.advantages), Array.from(tb.advantages));
+  });
+});
