@@ -23,11 +23,13 @@ import { TokenSampler, type TruncationParams, validateSampling } from "./samplin
  */
 
 /**
- * Where the sampler reads weights, by llama.cpp name (see `paramSpecs`): a Map, a plain
- * record, or anything with `get(name)`. Looked up at the start of every call, so a learner
- * that updates (or replaces) the tensors in place is seen by the next call.
+ * Where the sampler reads weights, by llama.cpp name (see `paramSpecs`): a `ModelParams`
+ * container (anything with `specs` and `tensors` in the same order), a Map, a plain record,
+ * or anything with `get(name)`. Looked up at the start of every call and never copied, so
+ * a learner that updates the tensors in place is seen by the next call.
  */
 export type WeightSource =
+  | { readonly specs: readonly { name: string }[]; readonly tensors: readonly Float32Array[] }
   | ReadonlyMap<string, Float32Array>
   | Readonly<Record<string, Float32Array>>
   | { get(name: string): Float32Array | undefined };
@@ -134,19 +136,31 @@ interface BoundWeights {
   outNorm: Float32Array;
 }
 
-function lookup(src: WeightSource, name: string, size: number): Float32Array {
-  let t: Float32Array | undefined;
-  if (src instanceof Map) t = src.get(name);
-  else if (typeof (src as { get?: unknown }).get === "function")
-    t = (src as { get(n: string): Float32Array | undefined }).get(name);
-  else t = (src as Record<string, Float32Array>)[name];
+function getter(src: WeightSource): (name: string) => Float32Array | undefined {
+  const o = src as Record<string, unknown>;
+  if (Array.isArray(o.specs) && Array.isArray(o.tensors)) {
+    const specs = o.specs as { name: string }[];
+    const tensors = o.tensors as Float32Array[];
+    const byName = new Map<string, Float32Array>();
+    for (let i = 0; i < specs.length; i++) byName.set(specs[i].name, tensors[i]);
+    return (name) => byName.get(name);
+  }
+  if (src instanceof Map) return (name) => src.get(name);
+  if (typeof o.get === "function")
+    return (name) => (src as { get(n: string): Float32Array | undefined }).get(name);
+  return (name) => o[name] as Float32Array | undefined;
+}
+
+function lookup(get: (name: string) => Float32Array | undefined, name: string, size: number): Float32Array {
+  const t = get(name);
   if (!(t instanceof Float32Array)) throw new Error(`model weights: tensor "${name}" is missing`);
   if (t.length !== size)
     throw new Error(`model weights: tensor "${name}" has ${t.length} values, expected ${size}`);
   return t;
 }
 
-function bindWeights(src: WeightSource, c: ModelConfig): BoundWeights {
+function bindWeights(source: WeightSource, c: ModelConfig): BoundWeights {
+  const src = getter(source);
   const d = c.dModel;
   const layers: LayerWeights[] = [];
   for (let l = 0; l < c.nLayers; l++) {
@@ -782,9 +796,16 @@ export function generate(
 
 /**
  * Random weights for tests and benchmarks, by llama.cpp name: matrices N(0, std²) with
- * std = `scale`/√fan_in, norm weights 1 ± 0.1, embeddings N(0, 1). Not a training init.
+ * std = `scale`/√fan_in (default scale 1), norm weights 1 ± 0.1, embeddings N(0, embeddingStd²)
+ * (default 1). Not a training init (see `initParams` for that).
  */
-export function randomWeights(config: ModelConfig, seed: number, scale = 1): Map<string, Float32Array> {
+export function randomWeights(
+  config: ModelConfig,
+  seed: number,
+  opts: { scale?: number; embeddingStd?: number } = {},
+): Map<string, Float32Array> {
+  const scale = opts.scale ?? 1;
+  const embStd = opts.embeddingStd ?? 1;
   const rng = Rng.seeded(seed).derive("random-weights");
   const out = new Map<string, Float32Array>();
   for (const spec of paramSpecs(config)) {
@@ -793,7 +814,7 @@ export function randomWeights(config: ModelConfig, seed: number, scale = 1): Map
     const r = rng.derive(spec.name);
     if (spec.shape.length === 1) for (let i = 0; i < size; i++) t[i] = 1 + 0.1 * (2 * r.float() - 1);
     else {
-      const std = spec.name === "token_embd.weight" ? 1 : scale / Math.sqrt(spec.shape[1]);
+      const std = spec.name === "token_embd.weight" ? embStd : scale / Math.sqrt(spec.shape[1]);
       for (let i = 0; i < size; i++) t[i] = std * r.normal();
     }
     out.set(spec.name, t);
