@@ -8,7 +8,7 @@ import {
   type OpenAIChatPolicyOptions,
   PolicyBackendError,
 } from "../../src/policy/openai.js";
-import { ConcurrencyLimiter, parseRetryAfterMs } from "../../src/policy/retry.js";
+import { ConcurrencyLimiter, parseRetryAfterMs, realSleep } from "../../src/policy/retry.js";
 import type { GenerateRequest, SamplingParams } from "../../src/policy/types.js";
 import {
   drop,
@@ -477,6 +477,17 @@ describe("OpenAIChatPolicy: concurrency", () => {
     );
     assert.equal(server.maxInFlight, 2);
     assert.ok(p.metrics.retries >= 1);
+  });
+
+  it("realSleep waits, and returns early when its signal aborts", async () => {
+    let t0 = performance.now();
+    await realSleep(60);
+    assert.ok(performance.now() - t0 >= 50);
+    const ctrl = new AbortController();
+    setTimeout(() => ctrl.abort(), 20);
+    t0 = performance.now();
+    await realSleep(10_000, ctrl.signal);
+    assert.ok(performance.now() - t0 < 5000);
   });
 
   it("ConcurrencyLimiter runs waiters in FIFO order", async () => {
