@@ -18,6 +18,8 @@ export interface TokenBatch {
   /** Per scored token. */
   oldLogp: Float64Array;
   advantages: Float64Array;
+  /** Reference-model log-prob per scored token, when the KL term needs it. */
+  refLogp?: Float64Array;
   /** Index (into the rows given) of the row each scored token belongs to. */
   rowOfToken: Int32Array;
   /** Index of the trial (into the trials given) of each sequence. */
@@ -151,6 +153,7 @@ export function sliceTokenBatch(tb: TokenBatch, sequenceIndices: readonly number
   }
   const oldLogp: number[] = [];
   const advantages: number[] = [];
+  const refLogp: number[] = [];
   const rowOfToken: number[] = [];
   for (const s of sequenceIndices) {
     let count = 0;
@@ -159,10 +162,12 @@ export function sliceTokenBatch(tb: TokenBatch, sequenceIndices: readonly number
     for (let j = 0; j < count; j++) {
       oldLogp.push(tb.oldLogp[starts[s] + j]);
       advantages.push(tb.advantages[starts[s] + j]);
+      if (tb.refLogp) refLogp.push(tb.refLogp[starts[s] + j]);
       rowOfToken.push(tb.rowOfToken[starts[s] + j]);
     }
   }
   return {
+    ...(tb.refLogp ? { refLogp: Float64Array.from(refLogp) } : {}),
     batch: {
       sequences: sequenceIndices.map((s) => tb.batch.sequences[s]),
       lossMask: sequenceIndices.map((s) => tb.batch.lossMask[s]),

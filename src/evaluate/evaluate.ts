@@ -1,0 +1,121 @@
+import { Rng } from "../core/rng.js";
+import type { Policy, SamplingParams } from "../policy/types.js";
+import { type RunnerOptions, runTrials } from "../rollout/runner.js";
+import type { TrialRecord, TrialSpec } from "../rollout/types.js";
+import type { TaskDefinition } from "../tasks/registry.js";
+import type { PromptStyle, ReflectionType } from "../tasks/types.js";
+import { computeTrialMetrics, type TrialMetrics, type TrialOutcome } from "./metrics.js";
+
+/**
+ * Evaluation protocol: for every cell (opponent × seat) play `trials` trials of `attempts`
+ * attempts with group size 1, on task seeds from the held-out range [2^16, 2^32) (training
+ * draws from [0, 2^16)), and report the measures of `metrics.ts` with 95% bootstrap intervals.
+ */
+export interface EvalCell {
+  opponent: string | null;
+  seat: "first" | "second" | null;
+  /** The opponent is outside the training pool. */
+  unseen: boolean;
+}
+
+export interface EvalOptions {
+  task: TaskDefinition;
+  cells: readonly EvalCell[];
+  trials: number;
+  attempts: number;
+  reflection: ReflectionType | "none";
+  promptStyle: PromptStyle;
+  hindsight?: boolean;
+  maxTurns: number;
+  sampling: SamplingParams;
+  seed: number;
+  maxBatch?: number;
+  concurrency?: number;
+  replayOpponent?: boolean;
+  /** Called with every finished trial as it ends (e.g. to append it to a JSONL file). */
+  onTrial?: (trial: TrialRecord, cell: EvalCell) => void;
+}
+
+export interface CellResult {
+  opponent: string;
+  seat: string;
+  unseen: boolean;
+  metrics: TrialMetrics;
+}
+
+export const HELD_OUT_SEED_RANGE: readonly [number, number] = [0x10000, 0x100000000];
+export const TRAIN_SEED_RANGE: readonly [number, number] = [0, 0x10000];
+
+export function toOutcome(t: TrialRecord): TrialOutcome {
+  return { opponent: t.opponent, seat: t.seat, taskId: String(t.taskSeed), attempts: t.attempts };
+}
+
+export async function evaluate(
+  policy: Policy,
+  o: EvalOptions,
+): Promise<{ cells: CellResult[]; trials: TrialRecord[] }> {
+  const root = Rng.seeded(o.seed).derive("eval");
+  const [lo, hi] = HELD_OUT_SEED_RANGE;
+  const specs: TrialSpec[] = [];
+  const cellOf = new Map<number, EvalCell>();
+  o.cells.forEach((cell, c) => {
+    for (let i = 0; i < o.trials; i++) {
+      const trialId = c * o.trials + i;
+      // The same task seeds in every cell, so cells differ only by opponent and seat.
+      const taskSeed = lo + root.derive("task-seed", i).int(hi - lo);
+      specs.push({ trialId, groupId: trialId, taskSeed, opponent: cell.opponent, seat: cell.seat });
+      cellOf.set(trialId, cell);
+    }
+  });
+  const runner: RunnerOptions = {
+    attempts: o.attempts,
+    maxTurns: o.maxTurns,
+    reflection: o.reflection,
+    promptStyle: o.promptStyle,
+    hindsight: o.hindsight ?? false,
+    sampling: o.sampling,
+    maxBatch: o.maxBatch ?? 64,
+    concurrency: o.concurrency ?? 1,
+  };
+  const records = await runTrials(
+    specs,
+    (s) =>
+      o.task.create({
+        ...(s.opponent !== null ? { opponent: s.opponent } : {}),
+        ...(s.seat !== null ? { seat: s.seat } : {}),
+        replayOpponent: o.replayOpponent ?? false,
+      }),
+    policy,
+    root,
+    runner,
+    { onTrialEnd: (t) => o.onTrial?.(t, cellOf.get(t.trialId)!) },
+  );
+  const cells = o.cells.map((cell, c) => {
+    const mine = records.slice(c * o.trials, (c + 1) * o.trials);
+    return {
+      opponent: cell.opponent ?? "none",
+      seat: cell.seat ?? "none",
+      unseen: cell.unseen,
+      metrics: computeTrialMetrics(mine.map(toOutcome), o.attempts, o.seed),
+    };
+  });
+  return { cells, trials: records };
+}
+
+/** One line per cell: success@k, non-loss@k, score@k, gain, with intervals. */
+export function formatCells(cells: readonly CellResult[]): string {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const num = (x: number) => (x >= 0 ? "+" : "") + x.toFixed(3);
+  const lines: string[] = [];
+  for (const c of cells) {
+    const m = c.metrics;
+    lines.push(
+      `${c.opponent} (agent ${c.seat}, ${c.unseen ? "unseen" : "seen"}): ${m.trials} trials`,
+      `  success@k  ${m.successAt.map((e) => `${pct(e.mean)} [${pct(e.lo)}, ${pct(e.hi)}]`).join("  ")}`,
+      `  non-loss@k ${m.nonLossAt.map((e) => pct(e.mean)).join("  ")}`,
+      `  score@k    ${m.scoreAt.map((e) => `${num(e.mean)} [${num(e.lo)}, ${num(e.hi)}]`).join("  ")}`,
+      `  final ${num(m.final.mean)}  in-trial gain ${num(m.gain.mean)} [${num(m.gain.lo)}, ${num(m.gain.hi)}]  invalid ${pct(m.invalidRate)}`,
+    );
+  }
+  return lines.join("\n");
+}

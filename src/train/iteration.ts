@@ -1,0 +1,190 @@
+import type { RoleBaselines } from "../algo/advantages.js";
+import { makePpoLoss } from "../algo/ppo-loss.js";
+import { Rng } from "../core/rng.js";
+import { TRAIN_SEED_RANGE } from "../evaluate/evaluate.js";
+import type { Learner } from "../model/learner.js";
+import type { ModelParams } from "../model/params.js";
+import type { Tokenizer } from "../model/tokenizer.js";
+import { scoreBatch } from "../model/transformer.js";
+import type { Policy } from "../policy/types.js";
+import { runTrials } from "../rollout/runner.js";
+import type { TrialRecord, TrialSpec } from "../rollout/types.js";
+import { assignGroups } from "../tasks/population.js";
+import type { TaskDefinition } from "../tasks/registry.js";
+import { computeRowCredit } from "./advantage-pipeline.js";
+import { buildTokenBatch, sliceTokenBatch } from "./batch.js";
+import type { MageConfig } from "./config.js";
+
+/**
+ * One training iteration: sample the population, roll out trials with the current policy,
+ * assign credit and advantages, then PPO epochs over mini-batches through the learner.
+ * Every random choice is keyed by (seed, iteration, purpose), so an iteration's result depends
+ * only on the config, the seed, the iteration index and the model state it starts from.
+ */
+export interface IterationContext {
+  config: MageConfig;
+  task: TaskDefinition;
+  maxTurns: number;
+  tokenizer: Tokenizer;
+  learner: Learner;
+  policy: Policy;
+  /** Frozen reference model for the KL term (null when klCoef is 0). */
+  reference: ModelParams | null;
+  roleBaselines: RoleBaselines | null;
+}
+
+export interface IterationResult {
+  trials: TrialRecord[];
+  metrics: Record<string, number>;
+}
+
+/** Trial specs for an iteration: groups from the population sampler; with the `task` scope, opponents mix inside a group. */
+export function iterationSpecs(config: MageConfig, rng: Rng, twoPlayer: boolean): TrialSpec[] {
+  const G = config.rollout.tasksPerIteration;
+  const n = config.rollout.groupSize;
+  const pool = twoPlayer
+    ? config.population.opponents.map((o) => ({ spec: o.spec, weight: o.weight }))
+    : null;
+  const seats = { mode: config.population.seats, secondRatio: config.population.secondRatio };
+  const groups = assignGroups({
+    numGroups: G,
+    pool,
+    seats,
+    rng: rng.derive("population"),
+    seedRange: TRAIN_SEED_RANGE,
+  });
+  if (config.advantage.scope !== "task" || !twoPlayer) {
+    return groups.flatMap((g) =>
+      Array.from({ length: n }, (_, m) => ({
+        trialId: g.group * n + m,
+        groupId: g.group,
+        taskSeed: g.taskSeed,
+        opponent: g.opponent,
+        seat: g.seat,
+      })),
+    );
+  }
+  // "No agent normalisation": each trial draws its own opponent and seat; the group shares only the task.
+  const perTrial = assignGroups({
+    numGroups: G * n,
+    pool,
+    seats,
+    rng: rng.derive("population-per-trial"),
+    seedRange: TRAIN_SEED_RANGE,
+  });
+  return perTrial.map((a, i) => {
+    const g = groups[Math.floor(i / n)];
+    return { trialId: i, groupId: g.group, taskSeed: g.taskSeed, opponent: a.opponent, seat: a.seat };
+  });
+}
+
+function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? 0 : xs.reduce((s, x) => s + x, 0) / xs.length;
+}
+
+export async function runIteration(ctx: IterationContext, iteration: number): Promise<IterationResult> {
+  const { config } = ctx;
+  const rng = Rng.seeded(config.seed).derive("iteration", iteration);
+  const specs = iterationSpecs(config, rng, ctx.task.twoPlayer);
+  const t0 = performance.now();
+  const trials = await runTrials(
+    specs,
+    (s) =>
+      ctx.task.create({
+        ...(s.opponent !== null ? { opponent: s.opponent } : {}),
+        ...(s.seat !== null ? { seat: s.seat } : {}),
+        replayOpponent: config.task.replayOpponent,
+      }),
+    ctx.policy,
+    rng.derive("rollout"),
+    {
+      attempts: config.task.attempts,
+      maxTurns: ctx.maxTurns,
+      reflection: config.task.reflection,
+      promptStyle: config.task.promptStyle,
+      hindsight: config.task.hindsight,
+      sampling: { ...config.rollout.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
+      maxBatch: 256,
+      concurrency: 1,
+    },
+  );
+  const rolloutMs = performance.now() - t0;
+  const metrics: Record<string, number> = { iteration, rollout_ms: rolloutMs };
+  const rows = trials.flatMap((t) => t.rows);
+
+  if (config.train.updates && rows.length > 0) {
+    const t1 = performance.now();
+    const credit = computeRowCredit(trials, config, ctx.roleBaselines ?? undefined);
+    const onePass = config.task.promptStyle === "compact";
+    const tb = buildTokenBatch(ctx.tokenizer, trials, credit.advantage, onePass);
+    if (ctx.reference && config.optim.klCoef > 0) {
+      tb.refLogp = scoreBatch(ctx.reference, tb.batch, ctx.learner.kernels).logp;
+    }
+    // Rows per sequence, to cut mini-batches of about `miniBatchRows` rows out of whole sequences.
+    const rowsPerSeq = tb.batch.sequences.map((_, s) =>
+      onePass ? trials[tb.trialOfSequence[s]].rows.length : 1,
+    );
+    const updates: Record<string, number>[] = [];
+    for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
+      const order = rng.derive("minibatch-order", epoch).shuffle(tb.batch.sequences.map((_, i) => i));
+      let current: number[] = [];
+      let currentRows = 0;
+      const flush = () => {
+        if (current.length === 0) return;
+        const sub = sliceTokenBatch(tb, current);
+        const loss = makePpoLoss(
+          {
+            oldLogp: sub.oldLogp,
+            advantages: sub.advantages,
+            ...(sub.refLogp ? { refLogp: sub.refLogp } : {}),
+          },
+          {
+            clipLow: config.optim.clipLow,
+            clipHigh: config.optim.clipHigh,
+            dualClip: config.optim.dualClip,
+            entropyCoef: config.optim.entropyCoef,
+            klCoef: config.optim.klCoef,
+            klClamp: config.optim.klClamp,
+          },
+        );
+        const m = ctx.learner.update(sub.batch, loss, { microBatchTokens: 8192 });
+        updates.push({ loss: m.loss, grad_norm: m.gradNorm, lr: m.lr, ...m.metrics });
+        current = [];
+        currentRows = 0;
+      };
+      for (const s of order) {
+        current.push(s);
+        currentRows += rowsPerSeq[s];
+        if (currentRows >= config.optim.miniBatchRows) flush();
+      }
+      flush();
+    }
+    for (const key of Object.keys(updates[0] ?? {})) metrics[key] = mean(updates.map((u) => u[key]));
+    metrics.optimizer_steps = updates.length;
+    metrics.update_ms = performance.now() - t1;
+    metrics.scored_tokens = tb.oldLogp.length;
+    metrics.advantage_abs = mean(credit.advantage.map(Math.abs));
+    metrics.score_mean = mean(credit.score);
+  }
+
+  // Rollout statistics.
+  const plays = rows.filter((r) => r.phase === "play");
+  const reflects = rows.filter((r) => r.phase === "reflect");
+  metrics.rows = rows.length;
+  metrics.trials = trials.length;
+  metrics.env_reward = mean(plays.map((r) => r.reward));
+  metrics.valid_action = mean(plays.map((r) => (r.valid ? 1 : 0)));
+  if (reflects.length > 0) metrics.valid_reflection = mean(reflects.map((r) => (r.valid ? 1 : 0)));
+  metrics.response_tokens = mean(rows.map((r) => r.responseTokenIds.length));
+  for (let k = 1; k <= config.task.attempts; k++) {
+    metrics[`success@${k}`] = mean(trials.map((t) => (t.attempts.slice(0, k).some((a) => a.won) ? 1 : 0)));
+    metrics[`score@${k}`] = mean(trials.map((t) => t.attempts[Math.min(k, t.attempts.length) - 1].score));
+  }
+  const byOpponent = new Map<string, TrialRecord[]>();
+  for (const t of trials) byOpponent.set(t.opponent, [...(byOpponent.get(t.opponent) ?? []), t]);
+  for (const [opp, list] of byOpponent) {
+    metrics[`final_score/${opp}`] = mean(list.map((t) => t.attempts[t.attempts.length - 1].score));
+    metrics[`success/${opp}`] = mean(list.map((t) => (t.attempts.some((a) => a.won) ? 1 : 0)));
+  }
+  return { trials, metrics };
+}

@@ -1,0 +1,57 @@
+import { readFileSync } from "node:fs";
+import { writeFileAtomic } from "../core/atomic-write.js";
+import { UsageError } from "../core/errors.js";
+import type { CellResult } from "../evaluate/evaluate.js";
+import type { MageConfig } from "./config.js";
+import type { RunMeta } from "./run-meta.js";
+
+/**
+ * The small JSON a run leaves behind (`summary.json`): enough to rebuild every table and plot
+ * of a report without the run directory (no weights, no transcripts).
+ */
+export const SUMMARY_FORMAT = "mage-run-summary-v1";
+
+export interface EvalSnapshot {
+  iteration: number;
+  attempts: number;
+  trialsPerCell: number;
+  cells: CellResult[];
+}
+
+export interface RunSummary {
+  format: typeof SUMMARY_FORMAT;
+  name: string;
+  game: string;
+  seed: number;
+  config: MageConfig;
+  meta: RunMeta;
+  /** Wall-clock seconds of the run so far (training + evaluation, pretraining excluded). */
+  wallSeconds: number;
+  /** Seconds spent pretraining the base model in this run (0 when a checkpoint was given). */
+  pretrainSeconds: number;
+  iterationsDone: number;
+  /** Training metrics per iteration (the lines of metrics.jsonl). */
+  history: Record<string, number>[];
+  periodicEval: EvalSnapshot[];
+  finalEval: EvalSnapshot | null;
+}
+
+export function writeSummary(path: string, summary: RunSummary): Promise<void> {
+  return writeFileAtomic(path, `${JSON.stringify(summary, null, 1)}\n`);
+}
+
+export function readSummary(path: string): RunSummary {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, "utf8"));
+  } catch (err) {
+    throw new UsageError(`cannot read run summary ${path}: ${(err as Error).message}`);
+  }
+  const s = raw as Partial<RunSummary>;
+  if (s?.format !== SUMMARY_FORMAT) {
+    throw new UsageError(
+      `${path} is not a mage run summary (format "${String(s?.format)}", expected "${SUMMARY_FORMAT}")`,
+    );
+  }
+  return s as RunSummary;
+}
