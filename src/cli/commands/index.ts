@@ -9,4 +9,7 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   exploitability: async () => (await import("./exploitability.js")).command,
   play: async () => (await import("./play.js")).command,
   "kuhn-table": async () => (await import("./kuhn-table.js")).command,
+  config: async () => (await import("./config.js")).command,
+  pretrain: async () => (await import("./pretrain.js")).command,
+  report: async () => (await import("./report.js")).command,
 };

@@ -1,0 +1,347 @@
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdir, readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { RoleBaselines } from "../algo/advantages.js";
+import { writeFileAtomic } from "../core/atomic-write.js";
+import { UsageError } from "../core/errors.js";
+import { type EvalCell, evaluate, formatCells } from "../evaluate/evaluate.js";
+import { loadCheckpoint, saveCheckpoint } from "../model/checkpoint.js";
+import { selectKernels } from "../model/kernels/select.js";
+import type { Kernels } from "../model/kernels/types.js";
+import { Learner, type OptimizerState } from "../model/learner.js";
+import { cloneParams, type ModelParams } from "../model/params.js";
+import { paramsFromMap, paramsToMap } from "../model/params-io.js";
+import type { Tokenizer } from "../model/tokenizer.js";
+import { EmbeddedPolicy } from "../policy/embedded.js";
+import { loadTask, type TaskDefinition } from "../tasks/registry.js";
+import { configToYaml, GAME_DEFAULTS, type MageConfig } from "./config.js";
+import { runIteration } from "./iteration.js";
+import { ProgressBar } from "./progress.js";
+import { collectRunMeta, type RunMeta } from "./run-meta.js";
+import { type EvalSnapshot, type RunSummary, SUMMARY_FORMAT, writeSummary } from "./summary.js";
+
+/**
+ * `mage train`: the run loop. A run directory holds the resolved config, metrics.jsonl (one
+ * line per iteration), sampled transcripts, periodic evaluations, checkpoints (atomic, the last
+ * few and the best kept) and summary.json. Every iteration is keyed by (seed, iteration), so a
+ * run resumed from its last checkpoint ends exactly where an uninterrupted run ends.
+ */
+export interface TrainOptions {
+  config: MageConfig;
+  outDir: string;
+  resume: boolean;
+  /** Returns a pretrained checkpoint directory when the config names none. */
+  pretrain?: (config: MageConfig, dir: string, log: (m: string) => void) => Promise<string>;
+  log?: (message: string) => void;
+  /** Checked between iterations; when true the run checkpoints and stops. */
+  shouldStop?: () => boolean;
+  /** For tests: stop (without checkpointing) after this many iterations of this process. */
+  crashAfterIterations?: number;
+  progress?: boolean;
+}
+
+export interface TrainResult {
+  outDir: string;
+  summary: RunSummary;
+  stopped: boolean;
+}
+
+interface TrainingJson {
+  iteration: number;
+  roleBaselines: ReturnType<RoleBaselines["toJSON"]> | null;
+  history: Record<string, number>[];
+  periodicEval: EvalSnapshot[];
+  wallSeconds: number;
+  pretrainSeconds: number;
+  bestIteration: number | null;
+  bestScore: number | null;
+  optimizerMeta: OptimizerState["meta"];
+}
+
+const CKPT_DIR = "checkpoints";
+
+function ckptName(iteration: number): string {
+  return `iter-${String(iteration).padStart(6, "0")}`;
+}
+
+function defaultEvalCells(config: MageConfig, task: TaskDefinition): EvalCell[] {
+  if (config.eval.cells.length > 0) return config.eval.cells;
+  if (!task.twoPlayer) return [{ opponent: null, seat: null, unseen: false }];
+  return config.population.opponents.flatMap((o) => [
+    { opponent: o.spec, seat: "first" as const, unseen: false },
+    { opponent: o.spec, seat: "second" as const, unseen: false },
+  ]);
+}
+
+/** The number a run tries to maximise at evaluation: mean final score over cells. */
+function evalScore(snap: EvalSnapshot): number {
+  return snap.cells.reduce((s, c) => s + c.metrics.final.mean, 0) / Math.max(1, snap.cells.length);
+}
+
+function readJsonl(path: string): Record<string, unknown>[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter((l) => l.trim().length > 0)
+    .map((l) => JSON.parse(l));
+}
+
+/** Keeps only the lines of a JSONL file whose `iteration` is below `limit` (a resumed run rewrites the rest). */
+function truncateJsonl(path: string, limit: number): void {
+  if (!existsSync(path)) return;
+  const kept = readJsonl(path).filter((r) => typeof r.iteration !== "number" || r.iteration < limit);
+  writeFileSync(path, kept.map((r) => `${JSON.stringify(r)}\n`).join(""));
+}
+
+async function latestCheckpoint(outDir: string): Promise<string | null> {
+  const dir = join(outDir, CKPT_DIR);
+  if (!existsSync(dir)) return null;
+  const names = (await readdir(dir)).filter((n) => /^iter-\d+$/.test(n)).sort();
+  return names.length > 0 ? join(dir, names[names.length - 1]) : null;
+}
+
+export async function train(opts: TrainOptions): Promise<TrainResult> {
+  const { config, outDir } = opts;
+  const log = opts.log ?? ((m: string) => console.error(m));
+  const task = await loadTask(config.game);
+  const maxTurns = config.task.maxTurns ?? GAME_DEFAULTS[config.game].maxTurns;
+  await mkdir(outDir, { recursive: true });
+
+  const resumeFrom = await latestCheckpoint(outDir);
+  if (resumeFrom && !opts.resume) {
+    throw new UsageError(
+      `run directory ${outDir} already has checkpoints; pass --resume to continue it or choose a new --out`,
+    );
+  }
+  if (opts.resume && !resumeFrom) log(`no checkpoint in ${outDir} yet: starting from the beginning`);
+
+  const kernels: Kernels = await selectKernels(config.model.kernels);
+  const meta: RunMeta = collectRunMeta(kernels.name);
+  writeFileSync(join(outDir, "config.yaml"), configToYaml(config));
+
+  // The base model: given, already pretrained in this run directory, or pretrained now.
+  let pretrainSeconds = 0;
+  let baseDir = config.model.checkpoint;
+  if (!baseDir) {
+    const dir = join(outDir, "pretrained");
+    if (!existsSync(join(dir, "config.json"))) {
+      if (!opts.pretrain)
+        throw new UsageError("model.checkpoint is not set and this command cannot pretrain");
+      const t0 = performance.now();
+      await opts.pretrain(config, dir, log);
+      pretrainSeconds = (performance.now() - t0) / 1000;
+    }
+    baseDir = dir;
+  }
+  const base = await loadCheckpoint(baseDir);
+  const tokenizer: Tokenizer = base.tokenizer;
+  const baseParams = paramsFromMap(base.config, base.params);
+  const reference: ModelParams | null = config.optim.klCoef > 0 ? cloneParams(baseParams) : null;
+
+  let startIteration = 0;
+  let history: Record<string, number>[] = [];
+  let periodicEval: EvalSnapshot[] = [];
+  let wallBefore = 0;
+  let best: { iteration: number | null; score: number | null } = { iteration: null, score: null };
+  let roleBaselines =
+    config.advantage.roleBaselineDecay !== null
+      ? new RoleBaselines(config.advantage.roleBaselineDecay)
+      : null;
+  let params = baseParams;
+  let optimizerState: OptimizerState | null = null;
+
+  if (resumeFrom) {
+    const ck = await loadCheckpoint(resumeFrom, { trainingState: true });
+    params = paramsFromMap(ck.config, ck.params);
+    const state = ck.trainingState?.json as TrainingJson | undefined;
+    if (!state) throw new Error(`checkpoint ${resumeFrom} has no training state to resume from`);
+    startIteration = state.iteration;
+    history = state.history;
+    periodicEval = state.periodicEval;
+    wallBefore = state.wallSeconds;
+    pretrainSeconds = state.pretrainSeconds;
+    best = { iteration: state.bestIteration, score: state.bestScore };
+    if (state.roleBaselines) roleBaselines = RoleBaselines.fromJSON(state.roleBaselines);
+    const tensors: Record<string, Float32Array> = {};
+    for (const [name, t] of ck.trainingState!.tensors) tensors[name] = t.data as Float32Array;
+    optimizerState = { tensors, meta: state.optimizerMeta };
+    log(`resuming ${outDir} from ${resumeFrom} (iteration ${startIteration})`);
+  }
+  // Lines written after the checkpoint by the interrupted process are rewritten by this one.
+  for (const f of ["metrics.jsonl", "transcripts.jsonl", "eval.jsonl"])
+    truncateJsonl(join(outDir, f), startIteration);
+
+  const learner = new Learner(params, {
+    kernels,
+    adamw: { weightDecay: config.optim.weightDecay },
+    schedule: { kind: "constant", lr: config.optim.lr },
+    maxGradNorm: config.optim.gradClip,
+  });
+  if (optimizerState) learner.restoreState(optimizerState);
+  const policy = new EmbeddedPolicy({
+    params: learner.params,
+    tokenizer,
+    kernels,
+    name: `embedded:${config.name}`,
+  });
+
+  const cells = defaultEvalCells(config, task);
+  const evalAttempts = config.eval.attempts ?? config.task.attempts;
+  const evalReflection = config.eval.reflection ?? config.task.reflection;
+  const runEval = async (iteration: number, trials: number, onTrial?: (line: string) => void) => {
+    const res = await evaluate(policy, {
+      task,
+      cells,
+      trials,
+      attempts: evalAttempts,
+      reflection: evalReflection,
+      promptStyle: config.task.promptStyle,
+      maxTurns,
+      sampling: { ...config.eval.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
+      seed: config.seed,
+      ...(onTrial
+        ? {
+            onTrial: (t) =>
+              onTrial(
+                JSON.stringify({
+                  iteration,
+                  trialId: t.trialId,
+                  opponent: t.opponent,
+                  seat: t.seat,
+                  attempts: t.attempts,
+                }),
+              ),
+          }
+        : {}),
+    });
+    return {
+      iteration,
+      attempts: evalAttempts,
+      trialsPerCell: trials,
+      cells: res.cells,
+    } satisfies EvalSnapshot;
+  };
+
+  const t0 = performance.now();
+  const wall = () => wallBefore + (performance.now() - t0) / 1000;
+  const summaryOf = (finalEval: EvalSnapshot | null, done: number): RunSummary => ({
+    format: SUMMARY_FORMAT,
+    name: config.name,
+    game: config.game,
+    seed: config.seed,
+    config,
+    meta,
+    wallSeconds: wall(),
+    pretrainSeconds,
+    iterationsDone: done,
+    history,
+    periodicEval,
+    finalEval,
+  });
+
+  const saveRun = async (iteration: number) => {
+    const state = learner.exportState();
+    const json: TrainingJson = {
+      iteration,
+      roleBaselines: roleBaselines?.toJSON() ?? null,
+      history,
+      periodicEval,
+      wallSeconds: wall(),
+      pretrainSeconds,
+      bestIteration: best.iteration,
+      bestScore: best.score,
+      optimizerMeta: state.meta,
+    };
+    await saveCheckpoint(join(outDir, CKPT_DIR, ckptName(iteration)), {
+      config: learner.config,
+      preset: base.preset,
+      params: paramsToMap(learner.params),
+      tokenizer,
+      trainingState: { tensors: state.tensors, json },
+      meta: { kernel: kernels.name, backend: `cpu-${kernels.name}`, run: config.name, iteration },
+    });
+    await pruneCheckpoints(outDir, config.train.keepLast, best.iteration);
+  };
+
+  const total = config.train.iterations;
+  const bar = opts.progress === false ? null : new ProgressBar({ label: `train ${config.name}`, total });
+  let stopped = false;
+  let ranHere = 0;
+  for (let it = startIteration; it < total; it++) {
+    if (opts.shouldStop?.()) {
+      stopped = true;
+      break;
+    }
+    const { trials, metrics } = await runIteration(
+      { config, task, maxTurns, tokenizer, learner, policy, reference, roleBaselines },
+      it,
+    );
+    metrics.wall_s = wall();
+    history.push(metrics);
+    appendFileSync(join(outDir, "metrics.jsonl"), `${JSON.stringify(metrics)}\n`);
+    for (const t of trials.slice(0, config.train.transcriptsPerIteration)) {
+      appendFileSync(
+        join(outDir, "transcripts.jsonl"),
+        `${JSON.stringify({ iteration: it, trialId: t.trialId, opponent: t.opponent, seat: t.seat, attempts: t.attempts, memory: t.memory })}\n`,
+      );
+    }
+    const done = it + 1;
+    let newBest = false;
+    if (config.eval.every > 0 && done % config.eval.every === 0 && done < total) {
+      const snap = await runEval(done, config.eval.trials);
+      periodicEval.push(snap);
+      appendFileSync(
+        join(outDir, "eval.jsonl"),
+        `${JSON.stringify({ iteration: done, cells: snap.cells })}\n`,
+      );
+      const score = evalScore(snap);
+      if (best.score === null || score > best.score) {
+        best = { iteration: done, score };
+        newBest = true;
+      }
+      bar?.log(`eval @${done}: mean final score ${score.toFixed(3)}`);
+    }
+    bar?.update(done, {
+      reward: metrics.env_reward,
+      [`succ@${config.task.attempts}`]: metrics[`success@${config.task.attempts}`] ?? 0,
+      valid: metrics.valid_action,
+      ...(metrics.loss !== undefined ? { loss: metrics.loss } : {}),
+    });
+    ranHere += 1;
+    if (opts.crashAfterIterations !== undefined && ranHere >= opts.crashAfterIterations) {
+      return { outDir, summary: summaryOf(null, done), stopped: true };
+    }
+    if (done % config.train.checkpointEvery === 0 || done === total || newBest) await saveRun(done);
+    await writeSummary(join(outDir, "summary.json"), summaryOf(null, done));
+  }
+  bar?.finish();
+
+  const done = Math.min(total, startIteration + ranHere);
+  if (stopped) {
+    await saveRun(done);
+    const summary = summaryOf(null, done);
+    await writeSummary(join(outDir, "summary.json"), summary);
+    log(`stopped at iteration ${done}; checkpoint saved — continue with --resume`);
+    return { outDir, summary, stopped: true };
+  }
+
+  log(`final evaluation: ${config.eval.finalTrials} trials per cell, ${evalAttempts} attempts`);
+  const evalPath = join(outDir, "eval-trials.jsonl");
+  await writeFileAtomic(evalPath, "");
+  const finalEval = await runEval(total, config.eval.finalTrials, (line) =>
+    appendFileSync(evalPath, `${line}\n`),
+  );
+  log(formatCells(finalEval.cells));
+  const summary = summaryOf(finalEval, total);
+  await writeSummary(join(outDir, "summary.json"), summary);
+  return { outDir, summary, stopped: false };
+}
+
+/** Deletes all but the newest `keep` checkpoints, never the best one. */
+async function pruneCheckpoints(outDir: string, keep: number, bestIteration: number | null): Promise<void> {
+  const dir = join(outDir, CKPT_DIR);
+  const names = (await readdir(dir)).filter((n) => /^iter-\d+$/.test(n)).sort();
+  const keepSet = new Set(names.slice(-keep));
+  if (bestIteration !== null) keepSet.add(ckptName(bestIteration));
+  for (const n of names) if (!keepSet.has(n)) await rm(join(dir, n), { recursive: true, force: true });
+}
