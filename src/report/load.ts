@@ -1,0 +1,175 @@
+import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { UsageError } from "../core/errors.js";
+import { type RunSummary, SUMMARY_FORMAT } from "../train/summary.js";
+
+/**
+ * Finding run summaries for `mage report`. An input is a run directory (it holds `summary.json`:
+ * only that file is read), a directory of summaries (every `*.json` below it, recursively; a
+ * sub-directory holding `summary.json` counts as a run directory), or a summary file itself.
+ * JSON files that are not run summaries are skipped with a note.
+ */
+
+export interface LoadedSummary {
+  /** Absolute path of the summary file. */
+  path: string;
+  summary: RunSummary;
+}
+
+export interface LoadResult {
+  /** Sorted by game, name, seed, then path (so the order never depends on the file system). */
+  runs: LoadedSummary[];
+  /** One line per skipped file, saying why. */
+  notes: string[];
+}
+
+/** JSON files larger than this are not summaries (a summary is a few hundred KiB at most). */
+const MAX_SUMMARY_BYTES = 64 * 2 ** 20;
+const SKIP_DIRS = new Set(["node_modules", ".git"]);
+
+type Parsed = { ok: true; summary: RunSummary } | { ok: false; why: string };
+
+function problems(s: Record<string, unknown>): string | null {
+  if (typeof s.name !== "string") return "no run name";
+  if (typeof s.game !== "string") return "no game";
+  if (typeof s.seed !== "number") return "no seed";
+  if (!Array.isArray(s.history)) return "no history array";
+  if (s.periodicEval !== undefined && !Array.isArray(s.periodicEval)) return "periodicEval is not an array";
+  if (s.finalEval !== undefined && s.finalEval !== null) {
+    const f = s.finalEval as { cells?: unknown };
+    if (typeof f !== "object" || !Array.isArray(f.cells)) return "finalEval has no cells";
+  }
+  return null;
+}
+
+/** Reads one file as a run summary, or says why it is not one. Throws only when it cannot be read. */
+export function parseSummaryFile(path: string): Parsed {
+  let text: string;
+  try {
+    if (statSync(path).size > MAX_SUMMARY_BYTES) return { ok: false, why: "too large to be a run summary" };
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new UsageError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, why: `not valid JSON (${(err as Error).message})` };
+  }
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    return { ok: false, why: "not a JSON object" };
+  }
+  const obj = raw as Record<string, unknown>;
+  if (obj.format !== SUMMARY_FORMAT) {
+    return {
+      ok: false,
+      why: `not a mage run summary (format ${obj.format === undefined ? "missing" : JSON.stringify(obj.format)}, expected "${SUMMARY_FORMAT}")`,
+    };
+  }
+  const bad = problems(obj);
+  if (bad !== null) return { ok: false, why: `malformed run summary: ${bad}` };
+  const summary = obj as unknown as RunSummary;
+  return {
+    ok: true,
+    summary: { ...summary, periodicEval: summary.periodicEval ?? [], finalEval: summary.finalEval ?? null },
+  };
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** The summary files under `dir`, in sorted order; run directories contribute only summary.json. */
+function collect(dir: string, files: string[], seenDirs: Set<string>): void {
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch (err) {
+    throw new UsageError(`cannot read directory ${dir}: ${(err as Error).message}`);
+  }
+  if (seenDirs.has(real)) return;
+  seenDirs.add(real);
+  const own = join(dir, "summary.json");
+  if (isFile(own)) {
+    files.push(own);
+    return;
+  }
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch (err) {
+    throw new UsageError(`cannot read directory ${dir}: ${(err as Error).message}`);
+  }
+  for (const name of names) {
+    // Hidden entries are temporaries (atomic writes) or tool state, never results.
+    if (name.startsWith(".") || SKIP_DIRS.has(name)) continue;
+    const p = join(dir, name);
+    let st: ReturnType<typeof statSync>;
+    try {
+      st = statSync(p);
+    } catch {
+      continue; // a dangling link
+    }
+    if (st.isDirectory()) collect(p, files, seenDirs);
+    else if (st.isFile() && name.toLowerCase().endsWith(".json")) files.push(p);
+  }
+}
+
+function compareRuns(a: LoadedSummary, b: LoadedSummary): number {
+  const s = a.summary;
+  const t = b.summary;
+  if (s.game !== t.game) return s.game < t.game ? -1 : 1;
+  if (s.name !== t.name) return s.name < t.name ? -1 : 1;
+  if (s.seed !== t.seed) return s.seed - t.seed;
+  return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
+}
+
+/**
+ * Loads every run summary the inputs name. Throws a UsageError (exit code 2) when an input does
+ * not exist or cannot be read, when a file named directly is not a summary, or when nothing is found.
+ */
+export function loadSummaries(inputs: readonly string[]): LoadResult {
+  if (inputs.length === 0) {
+    throw new UsageError("no input given: name run directories or directories of summaries");
+  }
+  const notes: string[] = [];
+  const runs: LoadedSummary[] = [];
+  const seenFiles = new Set<string>();
+  const seenDirs = new Set<string>();
+  for (const input of inputs) {
+    const abs = resolve(input);
+    let st: ReturnType<typeof statSync>;
+    try {
+      st = statSync(abs);
+    } catch (err) {
+      throw new UsageError(`cannot read ${input}: ${(err as Error).message}`);
+    }
+    const files: string[] = [];
+    if (st.isDirectory()) collect(abs, files, seenDirs);
+    else if (st.isFile()) files.push(abs);
+    else throw new UsageError(`${input} is neither a directory nor a file`);
+    for (const file of files) {
+      const real = realpathSync(file);
+      if (seenFiles.has(real)) continue;
+      seenFiles.add(real);
+      const parsed = parseSummaryFile(file);
+      if (parsed.ok) runs.push({ path: file, summary: parsed.summary });
+      else if (file === abs) throw new UsageError(`${input}: ${parsed.why}`);
+      else notes.push(`skipped ${file}: ${parsed.why}`);
+    }
+  }
+  if (runs.length === 0) {
+    const detail = notes.length > 0 ? ` (${notes.length} JSON file(s) skipped: ${notes.join("; ")})` : "";
+    throw new UsageError(
+      `no run summaries (format "${SUMMARY_FORMAT}") found in ${inputs.join(", ")}${detail}; ` +
+        "give run directories (holding summary.json) or directories of summary files",
+    );
+  }
+  runs.sort(compareRuns);
+  return { runs, notes };
+}

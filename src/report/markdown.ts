@@ -1,0 +1,827 @@
+import type { CellResult } from "../evaluate/evaluate.js";
+import type { Estimate, TrialMetrics } from "../evaluate/metrics.js";
+import type { EvalSnapshot, RunSummary } from "../train/summary.js";
+import type { LoadedSummary } from "./load.js";
+import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
+
+/**
+ * Report assembly for `mage report`: from run summaries alone, a markdown document (runs table,
+ * headline numbers, final-evaluation tables with intervals) and the SVG plots it links to
+ * (training curves, periodic evaluation, per-attempt bars). Pure: the caller writes the files.
+ * Runs sharing a game and a name are one method; with several seeds the method is shown as the
+ * mean over seeds (bracket = range of the seed means) and every seed is listed on its own.
+ */
+
+export interface ReportOptions {
+  title?: string;
+  /** Relative link from the markdown file to the plots folder (e.g. "plots"). */
+  plotsLink: string;
+  /** How a summary path is linked from the markdown (default: as stored). */
+  linkOf?: (summaryPath: string) => string;
+  /** Moving-average window (iterations) for training curves; default chosen from the run length. */
+  smooth?: number;
+}
+
+export interface ReportPlot {
+  /** File name inside the plots folder. */
+  file: string;
+  svg: string;
+}
+
+export interface Report {
+  markdown: string;
+  plots: ReportPlot[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Number formatting
+
+const DASH = "–";
+
+export function formatPercent(x: number, decimals = 1): string {
+  return Number.isFinite(x) ? `${(100 * x).toFixed(decimals)}%` : DASH;
+}
+
+/** A score (chips, game points): signed, 3 decimals. */
+export function formatScore(x: number): string {
+  if (!Number.isFinite(x)) return DASH;
+  const t = x.toFixed(3);
+  if (/^-0\.0+$/.test(t)) return t.slice(1);
+  return x >= 0 ? `+${t}` : t;
+}
+
+/** `mean [lo, hi]`, percentages for rates (the bracket without the % sign), 3 decimals for scores. */
+export function formatEstimate(e: { mean: number; lo: number; hi: number }, kind: "rate" | "score"): string {
+  if (!Number.isFinite(e.mean)) return DASH;
+  if (kind === "rate") {
+    const bracket =
+      Number.isFinite(e.lo) && Number.isFinite(e.hi)
+        ? ` [${(100 * e.lo).toFixed(1)}, ${(100 * e.hi).toFixed(1)}]`
+        : "";
+    return `${formatPercent(e.mean)}${bracket}`;
+  }
+  const bracket =
+    Number.isFinite(e.lo) && Number.isFinite(e.hi) ? ` [${formatScore(e.lo)}, ${formatScore(e.hi)}]` : "";
+  return `${formatScore(e.mean)}${bracket}`;
+}
+
+export function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return DASH;
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = s % 60;
+  if (h > 0) return `${h}h ${String(m).padStart(2, "0")}m`;
+  return `${m}m ${String(sec).padStart(2, "0")}s`;
+}
+
+/** Learning rates and similar small numbers: 1e-4, 3e-4, 1.5e-4, 0.01. */
+export function formatSmall(x: number | undefined): string {
+  if (x === undefined || !Number.isFinite(x)) return DASH;
+  if (x !== 0 && Math.abs(x) < 0.001) {
+    const [m, e] = x.toExponential().split("e");
+    return `${Number(Number(m).toPrecision(3))}e${Number(e)}`;
+  }
+  return String(Number(x.toPrecision(3)));
+}
+
+function cellText(s: string): string {
+  return s.replace(/\|/g, "\\|").replace(/\r?\n/g, " ");
+}
+
+function table(
+  head: readonly string[],
+  rows: readonly (readonly string[])[],
+  align?: readonly string[],
+): string {
+  const sep = head.map((_, i) => align?.[i] ?? "---");
+  return [head, sep, ...rows].map((r) => `| ${r.map(cellText).join(" | ")} |`).join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aggregation over seeds
+
+/** One value per seed aggregated: the mean, and either the run's own interval or the seed range. */
+export interface Aggregate {
+  mean: number;
+  lo: number;
+  hi: number;
+  /** Seeds that contributed. */
+  seeds: number;
+  /** "interval": one seed, lo/hi its 95% bootstrap interval; "range": min/max over seeds. */
+  kind: "interval" | "range";
+}
+
+export function aggregate(values: readonly Estimate[]): Aggregate {
+  const ok = values.filter((v) => Number.isFinite(v.mean));
+  if (ok.length === 0)
+    return { mean: Number.NaN, lo: Number.NaN, hi: Number.NaN, seeds: 0, kind: "interval" };
+  if (ok.length === 1) return { mean: ok[0].mean, lo: ok[0].lo, hi: ok[0].hi, seeds: 1, kind: "interval" };
+  const means = ok.map((v) => v.mean);
+  return {
+    mean: means.reduce((a, b) => a + b, 0) / means.length,
+    lo: Math.min(...means),
+    hi: Math.max(...means),
+    seeds: ok.length,
+    kind: "range",
+  };
+}
+
+interface Method {
+  game: string;
+  name: string;
+  runs: LoadedSummary[];
+  color: string;
+  /** Legend text: the name, with the seed count when there are several. */
+  label: string;
+}
+
+interface CellKey {
+  key: string;
+  opponent: string;
+  seat: string;
+  unseen: boolean;
+}
+
+function keyOf(c: { opponent: string; seat: string }): string {
+  return `${c.opponent}\u0000${c.seat}`;
+}
+
+function cellLabel(c: CellKey): string {
+  if (c.opponent === "none" && c.seat === "none") return "all tasks";
+  const parts = [`vs ${c.opponent}`];
+  if (c.seat !== "none") parts.push(`agent ${c.seat}`);
+  parts.push(c.unseen ? "unseen" : "seen");
+  return parts.join(", ");
+}
+
+/** Evaluation cells of a game in first-seen order over its (sorted) runs. */
+function cellsOf(snapshots: readonly (EvalSnapshot | null)[]): CellKey[] {
+  const out = new Map<string, CellKey>();
+  for (const snap of snapshots) {
+    for (const c of snap?.cells ?? []) {
+      const key = keyOf(c);
+      if (!out.has(key)) out.set(key, { key, opponent: c.opponent, seat: c.seat, unseen: c.unseen });
+    }
+  }
+  return [...out.values()];
+}
+
+function findCell(snap: EvalSnapshot | null | undefined, key: string): CellResult | undefined {
+  return snap?.cells.find((c) => keyOf(c) === key);
+}
+
+type MetricFamily = "successAt" | "nonLossAt" | "scoreAt";
+
+function attemptEstimate(m: TrialMetrics, family: MetricFamily, k: number): Estimate | undefined {
+  return m[family]?.[k - 1];
+}
+
+/** Attempts evaluated for a game (the largest over its runs). */
+function maxAttempts(methods: readonly Method[]): number {
+  let k = 1;
+  for (const m of methods) {
+    for (const r of m.runs) {
+      for (const c of r.summary.finalEval?.cells ?? []) k = Math.max(k, c.metrics.successAt?.length ?? 0);
+      for (const s of r.summary.periodicEval) {
+        for (const c of s.cells) k = Math.max(k, c.metrics.successAt?.length ?? 0);
+      }
+    }
+  }
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run table
+
+function shortCommit(s: RunSummary): string {
+  const c = s.meta?.commit;
+  if (!c) return DASH;
+  return `${c.slice(0, 7)}${s.meta?.dirty ? "+dirty" : ""}`;
+}
+
+function methodOf(s: RunSummary): string {
+  if (s.config?.train?.updates === false) return "no updates";
+  return s.config?.advantage?.estimator ?? DASH;
+}
+
+function attemptsText(s: RunSummary): string {
+  const train = s.config?.task?.attempts;
+  const ev = s.config?.eval?.attempts;
+  if (train === undefined) return DASH;
+  return ev !== undefined && ev !== train ? `${train} (eval ${ev})` : String(train);
+}
+
+function wallText(s: RunSummary): string {
+  const w = formatDuration(s.wallSeconds);
+  return s.pretrainSeconds > 0 ? `${w} + ${formatDuration(s.pretrainSeconds)} pretrain` : w;
+}
+
+function runsTable(runs: readonly LoadedSummary[], linkOf: (p: string) => string): string {
+  const head = [
+    "run",
+    "game",
+    "seed",
+    "method",
+    "credit",
+    "scope",
+    "reflection",
+    "attempts",
+    "group",
+    "lr",
+    "preset",
+    "iterations",
+    "wall-clock",
+    "kernels",
+    "commit",
+  ];
+  const rows = runs.map(({ path, summary: s }) => {
+    const c = s.config;
+    const updates = c?.train?.updates !== false;
+    return [
+      `[${s.name.replace(/[[\]]/g, "")}](${linkOf(path)})`,
+      s.game,
+      String(s.seed),
+      methodOf(s),
+      updates ? (c?.credit?.mode ?? DASH) : DASH,
+      updates ? (c?.advantage?.scope ?? DASH) : DASH,
+      c?.task?.reflection ?? DASH,
+      attemptsText(s),
+      updates ? String(c?.rollout?.groupSize ?? DASH) : DASH,
+      updates ? formatSmall(c?.optim?.lr) : DASH,
+      c?.model?.preset ?? DASH,
+      `${s.iterationsDone}/${c?.train?.iterations ?? "?"}`,
+      wallText(s),
+      s.meta?.kernels ?? DASH,
+      shortCommit(s),
+    ];
+  });
+  return table(head, rows);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plot bookkeeping
+
+function slug(s: string): string {
+  const t = s
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "");
+  return t.length > 0 ? t.slice(0, 60) : "x";
+}
+
+class Plots {
+  readonly list: ReportPlot[] = [];
+  private readonly used = new Set<string>();
+  constructor(private readonly link: string) {}
+
+  /** Stores an SVG under a unique file name; returns the markdown image that shows it. */
+  add(parts: readonly string[], svg: string, alt: string): string {
+    const base = parts.map(slug).join("-");
+    let file = `${base}.svg`;
+    for (let i = 2; this.used.has(file); i++) file = `${base}-${i}.svg`;
+    this.used.add(file);
+    this.list.push({ file, svg });
+    const href = this.link === "" || this.link === "." ? file : `${this.link.replace(/\/+$/, "")}/${file}`;
+    return `![${alt.replace(/[[\]]/g, "")}](${href})`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Series helpers
+
+/** Centered moving average over `window` points (truncated at the ends); non-finite values are ignored. */
+export function movingAverage(values: readonly number[], window: number): number[] {
+  if (window <= 1) return [...values];
+  const half = Math.floor(window / 2);
+  return values.map((_, i) => {
+    let s = 0;
+    let c = 0;
+    for (let j = Math.max(0, i - half); j <= Math.min(values.length - 1, i + half); j++) {
+      if (Number.isFinite(values[j])) {
+        s += values[j];
+        c++;
+      }
+    }
+    return c > 0 ? s / c : Number.NaN;
+  });
+}
+
+function autoWindow(iterations: number): number {
+  if (iterations < 30) return 1;
+  const w = Math.min(21, Math.round(iterations / 15));
+  return w % 2 === 0 ? w + 1 : w;
+}
+
+/** A training metric of one run as (iteration, value) pairs, iterations counted from 1. */
+function historySeries(s: RunSummary, key: string, window: number): Map<number, number> {
+  const xs: number[] = [];
+  const ys: number[] = [];
+  s.history.forEach((h, i) => {
+    const v = h[key];
+    if (typeof v !== "number") return;
+    xs.push((typeof h.iteration === "number" ? h.iteration : i) + 1);
+    ys.push(v);
+  });
+  const sm = movingAverage(ys, window);
+  return new Map(xs.map((x, i) => [x, sm[i]]));
+}
+
+/** Mean over seeds at every x; with several seeds the band is the min–max over seeds. */
+function combine(perSeed: readonly Map<number, number>[]): Point[] {
+  const xs = [...new Set(perSeed.flatMap((m) => [...m.keys()]))].sort((a, b) => a - b);
+  return xs.map((x) => {
+    const vals = perSeed
+      .map((m) => m.get(x))
+      .filter((v): v is number => v !== undefined && Number.isFinite(v));
+    if (vals.length === 0) return { x, y: Number.NaN };
+    const y = vals.reduce((a, b) => a + b, 0) / vals.length;
+    return vals.length > 1 ? { x, y, lo: Math.min(...vals), hi: Math.max(...vals) } : { x, y };
+  });
+}
+
+function hasKey(methods: readonly Method[], key: string, nonZero = false): boolean {
+  return methods.some((m) =>
+    m.runs.some((r) =>
+      r.summary.history.some(
+        (h) => typeof h[key] === "number" && Number.isFinite(h[key]) && (!nonZero || h[key] !== 0),
+      ),
+    ),
+  );
+}
+
+function opponentsInHistory(methods: readonly Method[], prefix: string): string[] {
+  const seen: string[] = [];
+  for (const m of methods) {
+    for (const r of m.runs) {
+      for (const h of r.summary.history) {
+        for (const k of Object.keys(h)) {
+          if (k.startsWith(prefix) && !seen.includes(k.slice(prefix.length)))
+            seen.push(k.slice(prefix.length));
+        }
+      }
+    }
+  }
+  return seen;
+}
+
+/** Periodic evaluations and the final one (as the last point), sorted by iteration. */
+function snapshotsOf(s: RunSummary): EvalSnapshot[] {
+  const list = [...s.periodicEval];
+  if (s.finalEval && !list.some((p) => p.iteration === s.finalEval!.iteration)) list.push(s.finalEval);
+  return list.sort((a, b) => a.iteration - b.iteration);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+
+const SCORE_NAME: Record<string, string> = { kuhn: "chips", tictactoe: "score (+1/0/−1)" };
+
+function scoreName(game: string): string {
+  return SCORE_NAME[game] ?? "score";
+}
+
+/** Games whose headline is the score (chips) rather than the success rate. */
+function scoreFirst(game: string): boolean {
+  return game === "kuhn";
+}
+
+function methodsOf(runs: readonly LoadedSummary[]): Method[] {
+  const byKey = new Map<string, Method>();
+  for (const r of runs) {
+    const key = `${r.summary.game}\u0000${r.summary.name}`;
+    let m = byKey.get(key);
+    if (!m) {
+      m = { game: r.summary.game, name: r.summary.name, runs: [], color: "", label: r.summary.name };
+      byKey.set(key, m);
+    }
+    m.runs.push(r);
+  }
+  const out = [...byKey.values()];
+  out.forEach((m, i) => {
+    m.color = PALETTE[i % PALETTE.length];
+    m.label = m.runs.length > 1 ? `${m.name} (${m.runs.length} seeds)` : m.name;
+  });
+  return out;
+}
+
+interface GameContext {
+  game: string;
+  methods: Method[];
+  plots: Plots;
+  smooth?: number;
+  out: string[];
+}
+
+function headline(ctx: GameContext, cells: readonly CellKey[], K: number): void {
+  const { out, methods, game } = ctx;
+  const byScore = scoreFirst(game);
+  const family: MetricFamily = byScore ? "scoreAt" : "successAt";
+  const what = byScore ? scoreName(game) : "success";
+  const fmt = (x: number) => (byScore ? formatScore(x) : formatPercent(x));
+  out.push(
+    `Headline (final evaluation): ${what}@1${K > 1 ? ` → ${what}@${K}` : ""} per evaluation cell` +
+      `${methods.some((m) => m.runs.length > 1) ? " (mean over seeds)" : ""}.`,
+    "",
+  );
+  const rows = methods.map((m) => [
+    m.label,
+    ...cells.map((c) => {
+      const first = aggregate(
+        m.runs.flatMap((r) => {
+          const e = findCell(r.summary.finalEval, c.key);
+          const v = e && attemptEstimate(e.metrics, family, 1);
+          return v ? [v] : [];
+        }),
+      );
+      const last = aggregate(
+        m.runs.flatMap((r) => {
+          const e = findCell(r.summary.finalEval, c.key);
+          const n = e?.metrics[family]?.length ?? 0;
+          const v = e && n > 0 ? e.metrics[family][n - 1] : undefined;
+          return v ? [v] : [];
+        }),
+      );
+      if (!Number.isFinite(first.mean)) return DASH;
+      return K > 1 && Number.isFinite(last.mean) ? `${fmt(first.mean)} → ${fmt(last.mean)}` : fmt(first.mean);
+    }),
+  ]);
+  out.push(table(["method", ...cells.map(cellLabel)], rows), "");
+}
+
+function finalSection(ctx: GameContext): void {
+  const { out, methods, game, plots } = ctx;
+  const withFinal = methods
+    .map((m) => ({ ...m, runs: m.runs.filter((r) => r.summary.finalEval !== null) }))
+    .filter((m) => m.runs.length > 0);
+  const missing = methods.flatMap((m) =>
+    m.runs
+      .filter((r) => r.summary.finalEval === null)
+      .map((r) => `${r.summary.name} (seed ${r.summary.seed})`),
+  );
+  out.push("### Final evaluation", "");
+  if (missing.length > 0) {
+    out.push(`No final evaluation (run unfinished or stopped): ${missing.join(", ")}.`, "");
+  }
+  if (withFinal.length === 0) return;
+  const cells = cellsOf(withFinal.flatMap((m) => m.runs.map((r) => r.summary.finalEval)));
+  const K = maxAttempts(withFinal);
+  const first = withFinal[0].runs[0].summary.finalEval!;
+  out.push(
+    `Held-out task seeds, ${first.trialsPerCell} trials per cell and ${first.attempts} attempt(s) per trial` +
+      `${withFinal.some((m) => m.runs.some((r) => r.summary.finalEval!.trialsPerCell !== first.trialsPerCell)) ? " (some runs differ; see the trials column)" : ""}. ` +
+      "Brackets: 95% bootstrap interval over trials for one seed; for a method with several seeds, " +
+      "the mean over seeds and the range (min, max) of the seed means.",
+    "",
+  );
+  headline({ ...ctx, methods: withFinal }, cells, K);
+
+  const ks = Array.from({ length: K }, (_, i) => i + 1);
+  const multiSeed = withFinal.some((m) => m.runs.length > 1);
+  const barsNote = multiSeed
+    ? "error bars: 95% bootstrap interval (one seed) or min–max over seeds"
+    : "error bars: 95% bootstrap interval over trials";
+  for (const cell of cells) {
+    out.push(`#### ${game}: ${cellLabel(cell)}`, "");
+    const images: string[] = [];
+    const families: { family: MetricFamily; label: string; percent: boolean }[] = [
+      { family: "successAt", label: "success@k", percent: true },
+      { family: "scoreAt", label: `${scoreName(game)}@k`, percent: false },
+    ];
+    if (scoreFirst(game)) families.reverse();
+    for (const f of families) {
+      const series = withFinal.map((m) => ({
+        name: m.label,
+        color: m.color,
+        values: ks.map((k) => {
+          const a = aggregate(
+            m.runs.flatMap((r) => {
+              const e = findCell(r.summary.finalEval, cell.key);
+              const v = e && attemptEstimate(e.metrics, f.family, k);
+              return v ? [v] : [];
+            }),
+          );
+          return Number.isFinite(a.mean) ? a : null;
+        }),
+      }));
+      const svg = barChart({
+        title: `${f.label} — ${game}, ${cellLabel(cell)}`,
+        subtitle: `final evaluation; ${barsNote}`,
+        categories: ks.map((k) => `attempt ${k}`),
+        series,
+        y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
+      });
+      images.push(
+        plots.add([game, "final", f.label, cell.opponent, cell.seat], svg, `${f.label}, ${cellLabel(cell)}`),
+      );
+    }
+    out.push(images.join("\n"), "");
+
+    const head = [
+      "run",
+      "trials",
+      ...ks.map((k) => `success@${k}`),
+      ...ks.map((k) => `non-loss@${k}`),
+      ...ks.map((k) => `${scoreName(game)}@${k}`),
+      "final",
+      "in-trial gain",
+      "invalid",
+    ];
+    const rows: string[][] = [];
+    for (const m of withFinal) {
+      const per = m.runs.map((r) => ({ r, c: findCell(r.summary.finalEval, cell.key) }));
+      const present = per.filter((p): p is { r: LoadedSummary; c: CellResult } => p.c !== undefined);
+      if (present.length === 0) continue;
+      const agg = (pick: (mm: TrialMetrics) => Estimate | undefined) =>
+        aggregate(present.flatMap((p) => (pick(p.c.metrics) ? [pick(p.c.metrics)!] : [])));
+      const row = (
+        label: string,
+        trials: string,
+        pick: (f: (mm: TrialMetrics) => Estimate | undefined) => Aggregate,
+        invalid: string,
+      ) => [
+        label,
+        trials,
+        ...ks.map((k) =>
+          formatEstimate(
+            pick((mm) => attemptEstimate(mm, "successAt", k)),
+            "rate",
+          ),
+        ),
+        ...ks.map((k) =>
+          formatEstimate(
+            pick((mm) => attemptEstimate(mm, "nonLossAt", k)),
+            "rate",
+          ),
+        ),
+        ...ks.map((k) =>
+          formatEstimate(
+            pick((mm) => attemptEstimate(mm, "scoreAt", k)),
+            "score",
+          ),
+        ),
+        formatEstimate(
+          pick((mm) => mm.final),
+          "score",
+        ),
+        formatEstimate(
+          pick((mm) => mm.gain),
+          "score",
+        ),
+        invalid,
+      ];
+      if (present.length > 1) {
+        const inv = present.map((p) => p.c.metrics.invalidRate).filter(Number.isFinite);
+        rows.push(
+          row(
+            `**${m.name}** (mean of ${present.length} seeds)`,
+            `${present.length}×${present[0].c.metrics.trials}`,
+            agg,
+            inv.length > 0 ? formatPercent(inv.reduce((a, b) => a + b, 0) / inv.length) : DASH,
+          ),
+        );
+      }
+      for (const p of present) {
+        const single = (pick: (mm: TrialMetrics) => Estimate | undefined) => {
+          const e = pick(p.c.metrics);
+          return aggregate(e ? [e] : []);
+        };
+        rows.push(
+          row(
+            present.length > 1
+              ? `${m.name} seed ${p.r.summary.seed}`
+              : `${m.name} (seed ${p.r.summary.seed})`,
+            String(p.c.metrics.trials),
+            single,
+            formatPercent(p.c.metrics.invalidRate),
+          ),
+        );
+      }
+    }
+    out.push(table(head, rows), "");
+  }
+}
+
+function periodicSection(ctx: GameContext): void {
+  const { out, methods, game, plots } = ctx;
+  const any = methods.some((m) => m.runs.some((r) => r.summary.periodicEval.length > 0));
+  if (!any) return;
+  const cells = cellsOf(methods.flatMap((m) => m.runs.flatMap((r) => snapshotsOf(r.summary))));
+  const K = maxAttempts(methods);
+  const multiSeed = methods.some((m) => m.runs.length > 1);
+  out.push(
+    "### Evaluation during training",
+    "",
+    `Periodic evaluations on held-out seeds; the last point of each line is the final evaluation. ` +
+      `Solid: attempt ${K}${K > 1 ? " (cumulative for success)" : ""}, with its ${multiSeed ? "95% interval (one seed) or min–max over seeds (several)" : "95% bootstrap interval"} shaded` +
+      `${K > 1 ? "; dashed: attempt 1" : ""}.`,
+    "",
+  );
+  const families: { family: MetricFamily; label: string; percent: boolean }[] = [
+    { family: "successAt", label: "success", percent: true },
+    { family: "scoreAt", label: scoreName(game), percent: false },
+  ];
+  if (scoreFirst(game)) families.reverse();
+  for (const cell of cells) {
+    const images: string[] = [];
+    for (const f of families) {
+      const series: LineSeries[] = [];
+      for (const m of methods) {
+        const curve = (k: number, withBand: boolean): Point[] => {
+          const iters = [
+            ...new Set(m.runs.flatMap((r) => snapshotsOf(r.summary).map((s) => s.iteration))),
+          ].sort((a, b) => a - b);
+          return iters.map((it) => {
+            const ests = m.runs.flatMap((r) => {
+              const snap = snapshotsOf(r.summary).find((s) => s.iteration === it);
+              const e = findCell(snap, cell.key);
+              const v = e && attemptEstimate(e.metrics, f.family, k);
+              return v ? [v] : [];
+            });
+            const a = aggregate(ests);
+            return withBand ? { x: it, y: a.mean, lo: a.lo, hi: a.hi } : { x: it, y: a.mean };
+          });
+        };
+        series.push({ name: K > 1 ? `${m.label} @${K}` : m.label, color: m.color, points: curve(K, true) });
+        if (K > 1)
+          series.push({ name: `${m.label} @1`, color: m.color, dashed: true, points: curve(1, false) });
+      }
+      const svg = lineChart({
+        title: `${f.label} — ${game}, ${cellLabel(cell)}`,
+        subtitle: "evaluation on held-out seeds during training",
+        x: { label: "iteration", integer: true },
+        y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
+        series,
+      });
+      images.push(
+        plots.add(
+          [game, "eval", f.label, cell.opponent, cell.seat],
+          svg,
+          `${f.label} during training, ${cellLabel(cell)}`,
+        ),
+      );
+    }
+    out.push(`#### ${game}: ${cellLabel(cell)} during training`, "", images.join("\n"), "");
+  }
+}
+
+const DIAGNOSTICS: { key: string; label: string; percent?: boolean; nonZero?: boolean }[] = [
+  { key: "valid_action", label: "valid actions", percent: true },
+  { key: "env_reward", label: "environment reward" },
+  { key: "entropy", label: "policy entropy (nats/token)" },
+  { key: "loss", label: "PPO loss" },
+  { key: "kl", label: "KL to reference", nonZero: true },
+  { key: "clipfrac", label: "clipped fraction", percent: true },
+  { key: "response_tokens", label: "response tokens" },
+  { key: "rollout_ms", label: "rollout time (ms)" },
+  { key: "update_ms", label: "update time (ms)" },
+];
+
+function trainingSection(ctx: GameContext): void {
+  const { out, methods, game, plots } = ctx;
+  if (!methods.some((m) => m.runs.some((r) => r.summary.history.length > 0))) return;
+  const longest = Math.max(...methods.flatMap((m) => m.runs.map((r) => r.summary.history.length)));
+  const window = ctx.smooth ?? autoWindow(longest);
+  const multiSeed = methods.some((m) => m.runs.length > 1);
+  out.push(
+    "### Training curves",
+    "",
+    `Metrics of the training rollouts per iteration${window > 1 ? `, moving average over ${window} iterations` : ""}` +
+      `${multiSeed ? "; methods with several seeds: mean over seeds, min–max shaded" : ""}.`,
+    "",
+  );
+  const single = methods.length === 1;
+  const chart = (title: string, yLabel: string, percent: boolean, series: LineSeries[], parts: string[]) =>
+    plots.add(
+      [game, "train", ...parts],
+      lineChart({
+        title,
+        subtitle: `training rollouts${window > 1 ? `, moving average over ${window}` : ""}`,
+        x: { label: "iteration", integer: true },
+        y: percent ? { label: yLabel, percent: true, min: 0, max: 1 } : { label: yLabel, zeroLine: true },
+        series,
+      }),
+      title,
+    );
+  const curve = (m: Method, key: string) => combine(m.runs.map((r) => historySeries(r.summary, key, window)));
+  const images: string[] = [];
+
+  // Overall success / score at attempt 1 and the last attempt.
+  const K = Math.max(
+    1,
+    ...methods.flatMap((m) =>
+      m.runs
+        .flatMap((r) => r.summary.history.flatMap((h) => Object.keys(h)))
+        .filter((k) => /^success@\d+$/.test(k))
+        .map((k) => Number(k.slice(8))),
+    ),
+  );
+  const fams = [
+    { prefix: "success@", label: "success", percent: true },
+    { prefix: "score@", label: scoreName(game), percent: false },
+  ];
+  if (scoreFirst(game)) fams.reverse();
+  for (const f of fams) {
+    if (!hasKey(methods, `${f.prefix}1`)) continue;
+    const series: LineSeries[] = [];
+    for (const m of methods) {
+      series.push({
+        name: K > 1 ? `${m.label} @${K}` : m.label,
+        color: m.color,
+        points: curve(m, `${f.prefix}${K}`),
+      });
+      if (K > 1)
+        series.push({
+          name: `${m.label} @1`,
+          color: m.color,
+          dashed: true,
+          points: curve(m, `${f.prefix}1`),
+        });
+    }
+    images.push(chart(`${f.label}@k — ${game}, all opponents`, f.label, f.percent, series, [f.label, "all"]));
+  }
+
+  // Per opponent.
+  const perOpp = [
+    { prefix: "success/", label: "success (any attempt)", percent: true, part: "success" },
+    { prefix: "final_score/", label: `final ${scoreName(game)}`, percent: false, part: "final-score" },
+  ];
+  if (scoreFirst(game)) perOpp.reverse();
+  for (const f of perOpp) {
+    const opps = opponentsInHistory(methods, f.prefix);
+    if (opps.length === 0) continue;
+    if (single) {
+      const m = methods[0];
+      const series = opps.map((o, i) => ({
+        name: `vs ${o}`,
+        color: PALETTE[i % PALETTE.length],
+        points: curve(m, `${f.prefix}${o}`),
+      }));
+      images.push(
+        chart(`${f.label} per opponent — ${game}, ${m.label}`, f.label, f.percent, series, [
+          f.part,
+          "by-opponent",
+        ]),
+      );
+    } else {
+      for (const o of opps) {
+        const series = methods.map((m) => ({
+          name: m.label,
+          color: m.color,
+          points: curve(m, `${f.prefix}${o}`),
+        }));
+        images.push(chart(`${f.label} vs ${o} — ${game}`, f.label, f.percent, series, [f.part, o]));
+      }
+    }
+  }
+  out.push(images.join("\n"), "");
+
+  const diag: string[] = [];
+  for (const d of DIAGNOSTICS) {
+    if (!hasKey(methods, d.key, d.nonZero)) continue;
+    const series = methods.map((m) => ({ name: m.label, color: m.color, points: curve(m, d.key) }));
+    diag.push(chart(`${d.label} — ${game}`, d.label, d.percent ?? false, series, [d.key]));
+  }
+  if (diag.length > 0) out.push("Diagnostics:", "", diag.join("\n"), "");
+}
+
+/** Builds the whole report. The same runs and options always give the same bytes. */
+export function buildReport(runs: readonly LoadedSummary[], o: ReportOptions): Report {
+  const linkOf = o.linkOf ?? ((p: string) => p);
+  const plots = new Plots(o.plotsLink);
+  const methods = methodsOf(runs);
+  const games = [...new Set(runs.map((r) => r.summary.game))];
+  const out: string[] = [];
+  out.push(`# ${o.title ?? "mage report"}`, "");
+  out.push(
+    `${runs.length} run${runs.length === 1 ? "" : "s"} (${methods.length} method${methods.length === 1 ? "" : "s"}) ` +
+      `on ${games.join(", ")}, rebuilt from run summaries by \`mage report\`. ` +
+      "Rates are percentages, scores have 3 decimals.",
+    "",
+    "## Runs",
+    "",
+    runsTable(runs, linkOf),
+    "",
+  );
+  for (const game of games) {
+    const ctx: GameContext = {
+      game,
+      methods: methods.filter((m) => m.game === game),
+      plots,
+      out,
+      ...(o.smooth !== undefined ? { smooth: o.smooth } : {}),
+    };
+    out.push(`## ${game}`, "");
+    finalSection(ctx);
+    periodicSection(ctx);
+    trainingSection(ctx);
+  }
+  return {
+    markdown: `${out
+      .join("\n")
+      .replace(/\n{3,}/g, "\n\n")
+      .trimEnd()}\n`,
+    plots: plots.list,
+  };
+}
