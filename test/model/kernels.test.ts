@@ -7,7 +7,7 @@ import { nativeStatus, nativeThreadsFromEnv } from "../../src/model/kernels/nati
 import { availableKernels, selectKernels } from "../../src/model/kernels/select.js";
 import type { Kernels } from "../../src/model/kernels/types.js";
 import { createWasmKernels, wasmKernels } from "../../src/model/kernels/wasm.js";
-import { generateGemmModule, wasmApi } from "../../src/model/kernels/wasm-gen.js";
+import { generateGemmModule, relaxedSimdSupported, wasmApi } from "../../src/model/kernels/wasm-gen.js";
 
 /** A GEMM problem laid out inside larger arrays: offsets and leading dimensions with slack. */
 interface Problem {
@@ -232,13 +232,24 @@ describe("GEMM kernels match a float64 reference", () => {
     const small = createWasmKernels({ mc: 7, kc: 5, nc: 9 });
     checkKernel(small, "wasm-small");
     // Other register tiles the generator can emit.
-    for (const [mr, nr, unroll] of [
-      [4, 8, 1],
-      [3, 12, 4],
-      [1, 4, 2],
-    ]) {
-      checkKernel(createWasmKernels({ mr, nr, unroll, mc: 10, kc: 11, nc: 13 }), `wasm-${mr}x${nr}`);
+    for (const [mr, nr, unroll, shuffle] of [
+      [6, 8, 2, false],
+      [3, 12, 4, false],
+      [1, 4, 2, false],
+      [8, 8, 1, true],
+      [6, 4, 2, true],
+    ] as const) {
+      const w = createWasmKernels({ mr, nr, unroll, shuffle, mc: 10, kc: 11, nc: 13 });
+      checkKernel(w, `wasm-${mr}x${nr}`);
     }
+  });
+
+  it("wasm with relaxed-SIMD fused multiply-add", {
+    skip: relaxedSimdSupported()
+      ? false
+      : "engine lacks relaxed SIMD (Node ≥ 22, or --experimental-wasm-relaxed-simd)",
+  }, () => {
+    checkKernel(createWasmKernels({ fma: true, mc: 10, kc: 11, nc: 13 }), "wasm-fma");
   });
 
   const native = nativeStatus();

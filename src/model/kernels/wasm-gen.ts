@@ -12,9 +12,12 @@
  *       an MR×NR register tile of f32x4 accumulators is summed over kc and written to C as
  *       C = alpha·acc + beta·C (beta = 0 never reads C, so NaN garbage there is ignored).
  *
- * The micro-kernel holds MR·NR/4 accumulators; with MR = 6, NR = 8 that is 12 of V8's 16 xmm
- * registers, plus 2 for B and 1 for the broadcast A value. When the engine supports relaxed SIMD,
- * `fma` uses f32x4.relaxed_madd (one fused op instead of mul + add).
+ * The micro-kernel holds MR·NR/4 accumulators. The default 4×8 tile (8 accumulators, 2 B vectors,
+ * 4 broadcast A values, 1 temporary) is the largest that V8's TurboFan (Node 20) keeps entirely in
+ * the 15 allocatable xmm registers: it hoists all of a k step's loads to the top of the loop, so
+ * 6×8 or an unrolled loop spill accumulators to the stack. Measured on the 2-core Xeon they are all
+ * within noise of each other (~25–30 GFLOP/s), so the spill-free one is the default. When the engine
+ * supports relaxed SIMD, `fma` uses f32x4.relaxed_madd (one fused op instead of mul + add, ~20% faster).
  */
 
 export interface GemmModuleOptions {
@@ -26,9 +29,20 @@ export interface GemmModuleOptions {
   fma: boolean;
   /** How many k steps the inner loop does per iteration (1, 2 or 4). */
   unroll: number;
+  /**
+   * Broadcast A values with one v128 load per 4 rows plus lane shuffles, instead of one
+   * load32_splat per row (fewer loads for the engine to hoist, so fewer register spills).
+   */
+  shuffle?: boolean;
 }
 
-export const DEFAULT_GEMM_OPTIONS: GemmModuleOptions = { mr: 6, nr: 8, fma: false, unroll: 2 };
+export const DEFAULT_GEMM_OPTIONS: GemmModuleOptions = {
+  mr: 4,
+  nr: 8,
+  fma: false,
+  unroll: 1,
+  shuffle: false,
+};
 
 // Value types.
 const I32 = 0x7f;
@@ -66,6 +80,7 @@ const VOID = 0x40;
 const V128_LOAD = 0x00;
 const V128_LOAD32_SPLAT = 0x09;
 const V128_STORE = 0x0b;
+const I8X16_SHUFFLE = 0x0d;
 const F32X4_SPLAT = 0x13;
 const F32X4_ADD = 0xe4;
 const F32X4_MUL = 0xe6;
@@ -252,6 +267,8 @@ function macroFn(o: GemmModuleOptions): Fn {
   const alphaV = f.local(V128);
   const betaV = f.local(V128);
   const av = f.local(V128);
+  const aq: number[] = [];
+  for (let qd = 0; qd < MR / 4; qd++) aq.push(f.local(V128));
   const bv: number[] = [];
   for (let v = 0; v < NV; v++) bv.push(f.local(V128));
   const acc: number[][] = [];
@@ -264,8 +281,16 @@ function macroFn(o: GemmModuleOptions): Fn {
   /** One k step of the micro-kernel; pointers advance by the caller (offsets are baked in). */
   const kStep = (u: number): void => {
     for (let v = 0; v < NV; v++) f.emit(get(pbp), vLoad((u * NR + v * 4) * 4), set(bv[v]));
+    const quads = o.shuffle ? Math.floor(MR / 4) : 0;
+    for (let qd = 0; qd < quads; qd++) f.emit(get(pap), vLoad((u * MR + qd * 4) * 4), set(aq[qd]));
     for (let rr = 0; rr < MR; rr++) {
-      f.emit(get(pap), vSplatLoad((u * MR + rr) * 4), set(av));
+      if (rr < quads * 4) {
+        const lane = rr % 4;
+        const lanes = [0, 1, 2, 3].flatMap(() => [lane * 4, lane * 4 + 1, lane * 4 + 2, lane * 4 + 3]);
+        f.emit(get(aq[rr >> 2]), get(aq[rr >> 2]), simd(I8X16_SHUFFLE), lanes, set(av));
+      } else {
+        f.emit(get(pap), vSplatLoad((u * MR + rr) * 4), set(av));
+      }
       for (let v = 0; v < NV; v++) {
         if (o.fma) f.emit(get(av), get(bv[v]), get(acc[rr][v]), simd(F32X4_RELAXED_MADD), set(acc[rr][v]));
         else f.emit(get(acc[rr][v]), get(av), get(bv[v]), simd(F32X4_MUL), simd(F32X4_ADD), set(acc[rr][v]));
