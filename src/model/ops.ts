@@ -133,11 +133,19 @@ export function ropeInPlace(
   }
 }
 
-/** out = silu(gate) ⊙ up, silu(z) = z·σ(z). */
-export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void {
+/** out = silu(gate) ⊙ up, silu(z) = z·σ(z); σ(gate) is written into sig for the backward pass. */
+export function swigluForward(
+  gate: Float32Array,
+  up: Float32Array,
+  sig: Float32Array,
+  out: Float32Array,
+  n: number,
+): void {
   for (let i = 0; i < n; i++) {
     const z = gate[i];
-    out[i] = (z / (1 + Math.exp(-z))) * up[i];
+    const s = 1 / (1 + Math.exp(-z));
+    sig[i] = s;
+    out[i] = z * s * up[i];
   }
 }
 
@@ -148,6 +156,7 @@ export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32
 export function swigluBackward(
   dOut: Float32Array,
   gate: Float32Array,
+  sig: Float32Array,
   up: Float32Array,
   dGate: Float32Array,
   dUp: Float32Array,
@@ -155,7 +164,7 @@ export function swigluBackward(
 ): void {
   for (let i = 0; i < n; i++) {
     const z = gate[i];
-    const s = 1 / (1 + Math.exp(-z));
+    const s = sig[i];
     const dv = dOut[i];
     dUp[i] = dv * z * s;
     dGate[i] = dv * up[i] * s * (1 + z * (1 - s));

@@ -39,6 +39,48 @@ export interface Batch {
 const LOGITS_KEEP_LIMIT = 1 << 25;
 /** Rows of the head processed at once when logits are not kept. */
 const HEAD_CHUNK_FLOATS = 1 << 22;
+/** Most bytes the buffer pool keeps between steps. */
+const POOL_LIMIT_BYTES = 1 << 30;
+
+/**
+ * Recycles the large activation and gradient buffers between steps (saves GC time on the
+ * hot path). Buffers come back with stale contents: every user overwrites them fully or
+ * clears them first. Module-level because JS runs one step at a time.
+ */
+const pool = {
+  free: new Map<number, Float32Array[]>(),
+  bytes: 0,
+  take(n: number): Float32Array {
+    const b = this.free.get(n)?.pop();
+    if (!b) return new Float32Array(n);
+    this.bytes -= 4 * n;
+    return b;
+  },
+  give(b: Float32Array): void {
+    if (this.bytes + 4 * b.length > POOL_LIMIT_BYTES) return;
+    let l = this.free.get(b.length);
+    if (!l) this.free.set(b.length, (l = []));
+    l.push(b);
+    this.bytes += 4 * b.length;
+  },
+};
+
+/** The buffers of one forward (+ backward) pass, handed back to the pool together. */
+class Arena {
+  private readonly held: Float32Array[] = [];
+  take(n: number): Float32Array {
+    const b = pool.take(n);
+    this.held.push(b);
+    return b;
+  }
+  zeros(n: number): Float32Array {
+    return this.take(n).fill(0);
+  }
+  release(): void {
+    for (const b of this.held) pool.give(b);
+    this.held.length = 0;
+  }
+}
 
 interface Layout {
   T: number;
@@ -131,6 +173,8 @@ interface LayerActs {
   rstd2: Float32Array;
   xn2: Float32Array;
   gate: Float32Array;
+  /** σ(gate), kept so the backward pass needs no exp. */
+  sig: Float32Array;
   up: Float32Array;
   hidden: Float32Array;
   xOut: Float32Array;
@@ -162,24 +206,25 @@ function dimsOf(params: ModelParams, T: number): Dims {
   };
 }
 
-function allocLayerActs(D: Dims, xIn: Float32Array, xOut?: Float32Array): LayerActs {
+function allocLayerActs(D: Dims, ar: Arena, xIn: Float32Array, xOut?: Float32Array): LayerActs {
   const { T, d, F, H } = D;
   return {
     xIn,
-    rstd1: new Float32Array(T),
-    xn1: new Float32Array(T * d),
-    q: new Float32Array(T * d),
-    k: new Float32Array(T * d),
-    v: new Float32Array(T * d),
-    lse: new Float32Array(T * H),
-    attn: new Float32Array(T * d),
-    xMid: new Float32Array(T * d),
-    rstd2: new Float32Array(T),
-    xn2: new Float32Array(T * d),
-    gate: new Float32Array(T * F),
-    up: new Float32Array(T * F),
-    hidden: new Float32Array(T * F),
-    xOut: xOut ?? new Float32Array(T * d),
+    rstd1: ar.take(T),
+    xn1: ar.take(T * d),
+    q: ar.take(T * d),
+    k: ar.take(T * d),
+    v: ar.take(T * d),
+    lse: ar.take(T * H),
+    attn: ar.take(T * d),
+    xMid: ar.take(T * d),
+    rstd2: ar.take(T),
+    xn2: ar.take(T * d),
+    gate: ar.take(T * F),
+    sig: ar.take(T * F),
+    up: ar.take(T * F),
+    hidden: ar.take(T * F),
+    xOut: xOut ?? ar.take(T * d),
   };
 }
 
@@ -197,10 +242,14 @@ function attentionForward(k: Kernels, D: Dims, L: Layout, a: LayerActs, S: Float
         let mx = Number.NEGATIVE_INFINITY;
         for (let j = 0; j <= i; j++) if (S[r + j] > mx) mx = S[r + j];
         let sum = 0;
-        for (let j = 0; j <= i; j++) sum += Math.exp(S[r + j] - mx);
-        const lse = mx + Math.log(sum);
-        a.lse[(o + i) * H + h] = lse;
-        for (let j = 0; j <= i; j++) S[r + j] = Math.exp(S[r + j] - lse);
+        for (let j = 0; j <= i; j++) {
+          const e = Math.exp(S[r + j] - mx);
+          S[r + j] = e;
+          sum += e;
+        }
+        a.lse[(o + i) * H + h] = mx + Math.log(sum);
+        const inv = 1 / sum;
+        for (let j = 0; j <= i; j++) S[r + j] *= inv;
         S.fill(0, r + i + 1, r + n);
       }
       k.gemm(false, false, n, hd, n, 1, S, 0, n, a.v, off, d, 0, a.attn, off, d);
@@ -247,7 +296,7 @@ function layerForward(
   rmsNormForward(a.xMid, W.ffnNorm, a.xn2, a.rstd2, T, d, eps);
   linear(k, T, F, d, a.xn2, W.wGate, a.gate, 0);
   linear(k, T, F, d, a.xn2, W.wUp, a.up, 0);
-  swigluForward(a.gate, a.up, a.hidden, T * F);
+  swigluForward(a.gate, a.up, a.sig, a.hidden, T * F);
   a.xOut.set(a.xMid);
   linear(k, T, d, F, a.hidden, W.wDown, a.xOut, 1);
 }
@@ -264,14 +313,14 @@ interface Trunk {
 }
 
 /** Embedding, layers and final norm. With retain=false one set of buffers is reused for all layers. */
-function runTrunk(params: ModelParams, layout: Layout, kernels: Kernels, retain: boolean): Trunk {
+function runTrunk(params: ModelParams, layout: Layout, kernels: Kernels, retain: boolean, ar: Arena): Trunk {
   const D = dimsOf(params, layout.T);
   const { T, d, hd } = D;
   const W = weightsOf(params);
   const c = params.config;
   const rope = ropeTables(Math.max(layout.maxLen, 1), hd, c.ropeBase);
-  const S = new Float32Array(layout.maxLen * layout.maxLen);
-  let x: Float32Array = new Float32Array(T * d);
+  const S = ar.take(layout.maxLen * layout.maxLen);
+  let x: Float32Array = ar.take(T * d);
   for (let t = 0; t < T; t++)
     x.set(W.tokEmbd.subarray(layout.tokens[t] * d, (layout.tokens[t] + 1) * d), t * d);
   const acts: LayerActs[] = [];
@@ -279,7 +328,7 @@ function runTrunk(params: ModelParams, layout: Layout, kernels: Kernels, retain:
   for (let l = 0; l < c.nLayers; l++) {
     let a: LayerActs;
     if (retain || acts.length === 0) {
-      a = allocLayerActs(D, x, retain ? undefined : spare);
+      a = allocLayerActs(D, ar, x, retain ? undefined : spare);
       acts.push(a);
     } else {
       a = acts[0];
@@ -290,15 +339,15 @@ function runTrunk(params: ModelParams, layout: Layout, kernels: Kernels, retain:
     layerForward(kernels, D, layout, W.layers[l], a, rope, S);
     x = a.xOut;
   }
-  const xf = new Float32Array(T * d);
-  const rstdF = new Float32Array(T);
+  const xf = ar.take(T * d);
+  const rstdF = ar.take(T);
   rmsNormForward(x, W.outputNorm, xf, rstdF, T, d, c.normEps);
   return { D, layout, acts, xLast: x, rstdF, xf };
 }
 
 /** Rows `rows` of xf gathered into a new [rows.length, d] matrix. */
-function gatherRows(xf: Float32Array, rows: Int32Array, d: number): Float32Array {
-  const out = new Float32Array(rows.length * d);
+function gatherRows(xf: Float32Array, rows: Int32Array, d: number, ar: Arena): Float32Array {
+  const out = ar.take(rows.length * d);
   for (let i = 0; i < rows.length; i++) out.set(xf.subarray(rows[i] * d, rows[i] * d + d), i * d);
   return out;
 }
@@ -331,7 +380,8 @@ export class TrainForward {
   /** @internal */ readonly xs: Float32Array;
   /** @internal */ logits: Float32Array | null;
   /** @internal */ readonly lse: Float64Array;
-  /** @internal */ readonly retained: boolean;
+  /** @internal */ retained: boolean;
+  /** @internal */ readonly arena: Arena;
 
   constructor(
     params: ModelParams,
@@ -342,7 +392,9 @@ export class TrainForward {
     logits: Float32Array | null,
     lse: Float64Array,
     retained: boolean,
+    arena: Arena,
   ) {
+    this.arena = arena;
     this.params = params;
     this.kernels = kernels;
     this.trunk = trunk;
@@ -379,15 +431,16 @@ export function forwardTrain(
   retain = true,
 ): TrainForward {
   const layout = layoutOf(params, batch);
-  const trunk = runTrunk(params, layout, kernels, retain);
+  const ar = new Arena();
+  const trunk = runTrunk(params, layout, kernels, retain, ar);
   const { d, V } = trunk.D;
   const N = layout.rows.length;
-  const xs = gatherRows(trunk.xf, layout.rows, d);
+  const xs = gatherRows(trunk.xf, layout.rows, d, ar);
   const E = weightsOf(params).tokEmbd;
   const keep = retain && N * V <= LOGITS_KEEP_LIMIT;
-  const logits = keep ? new Float32Array(N * V) : null;
+  const logits = keep ? ar.take(N * V) : null;
   const ch = chunkRows(N, V);
-  const scratch = keep ? null : new Float32Array(ch * V);
+  const scratch = keep ? null : ar.take(ch * V);
   const logp = new Float64Array(N);
   const entropy = new Float64Array(N);
   const lse = new Float64Array(N);
@@ -410,7 +463,8 @@ export function forwardTrain(
     sequence: layout.sequence,
     position: layout.position,
   };
-  return new TrainForward(params, kernels, trunk, stats, xs, logits, lse, retain);
+  if (!retain) ar.release();
+  return new TrainForward(params, kernels, trunk, stats, xs, logits, lse, retain, ar);
 }
 
 /** log π(target) and entropy for every scored token, without keeping activations. */
@@ -499,7 +553,8 @@ export function backward(
   dEntropy: ArrayLike<number>,
   grads: ModelParams,
 ): void {
-  if (!fw.retained) throw new Error("backward needs a forwardTrain run with retain = true");
+  if (!fw.retained)
+    throw new Error("backward needs a forwardTrain run with retain = true, and runs once per forward");
   if (grads.flat.length !== fw.params.flat.length) throw new Error("grads layout does not match params");
   const { params, kernels: k, trunk } = fw;
   const layout = trunk.layout;
@@ -513,8 +568,9 @@ export function backward(
 
   // Head: dz = dLogp·(onehot − p) − dEntropy·p·(log p + H), in place over the logits.
   const ch = chunkRows(N, V);
-  const scratch = fw.logits ? null : new Float32Array(ch * V);
-  const dxs = new Float32Array(N * d);
+  const ar = fw.arena;
+  const scratch = fw.logits ? null : ar.take(ch * V);
+  const dxs = ar.take(N * d);
   for (let r0 = 0; r0 < N; r0 += ch) {
     const m = Math.min(ch, N - r0);
     const buf = fw.logits ?? scratch!;
@@ -537,25 +593,26 @@ export function backward(
     k.gemm(true, false, V, d, m, 1, buf, base, V, fw.xs, r0 * d, d, 1, G.tokEmbd, 0, d);
   }
   fw.logits = null;
-  const dxf = new Float32Array(T * d);
+  const dxf = ar.zeros(T * d);
   for (let i = 0; i < N; i++) {
     const o = layout.rows[i] * d;
     for (let j = 0; j < d; j++) dxf[o + j] += dxs[i * d + j];
   }
-  const dx = new Float32Array(T * d);
+  const dx = ar.zeros(T * d);
   rmsNormBackward(dxf, trunk.xLast, W.outputNorm, trunk.rstdF, dx, G.outputNorm, T, d);
 
   const dxn = dxf; // reused as scratch from here on
-  const dHidden = new Float32Array(T * F);
-  const dGate = new Float32Array(T * F);
-  const dUp = new Float32Array(T * F);
-  const dAttn = new Float32Array(T * d);
-  const dq = new Float32Array(T * d);
-  const dk = new Float32Array(T * d);
-  const dv = new Float32Array(T * d);
-  const P = new Float32Array(layout.maxLen * layout.maxLen);
-  const dP = new Float32Array(layout.maxLen * layout.maxLen);
+  const dHidden = ar.take(T * F);
+  const dGate = ar.take(T * F);
+  const dUp = ar.take(T * F);
+  const dAttn = ar.take(T * d);
+  const dq = ar.take(T * d);
+  const dk = ar.take(T * d);
+  const dv = ar.take(T * d);
+  const P = ar.take(layout.maxLen * layout.maxLen);
+  const dP = ar.take(layout.maxLen * layout.maxLen);
   const { H, hd } = D;
+  const rope = ropeTables(Math.max(layout.maxLen, 1), hd, params.config.ropeBase);
   for (let l = params.config.nLayers - 1; l >= 0; l--) {
     const a = trunk.acts[l];
     const w = W.layers[l];
@@ -563,7 +620,7 @@ export function backward(
     // MLP: xOut = xMid + hidden·Wdownᵀ.
     inputGrad(k, T, d, F, dx, w.wDown, dHidden, 0);
     weightGrad(k, T, d, F, dx, a.hidden, g.wDown);
-    swigluBackward(dHidden, a.gate, a.up, dGate, dUp, T * F);
+    swigluBackward(dHidden, a.gate, a.sig, a.up, dGate, dUp, T * F);
     weightGrad(k, T, F, d, dGate, a.xn2, g.wGate);
     weightGrad(k, T, F, d, dUp, a.xn2, g.wUp);
     inputGrad(k, T, F, d, dGate, w.wGate, dxn, 0);
@@ -574,7 +631,6 @@ export function backward(
     weightGrad(k, T, d, d, dx, a.attn, g.wo);
     attentionBackward(k, D, layout, a, dAttn, dq, dk, dv, P, dP);
     for (let s = 0; s < layout.offsets.length; s++) {
-      const rope = ropeTables(Math.max(layout.maxLen, 1), hd, params.config.ropeBase);
       ropeInPlace(dq, layout.offsets[s], layout.lengths[s], H, hd, rope, true);
       ropeInPlace(dk, layout.offsets[s], layout.lengths[s], H, hd, rope, true);
     }
@@ -592,6 +648,8 @@ export function backward(
     const o = t * d;
     for (let j = 0; j < d; j++) G.tokEmbd[e + j] += dx[o + j];
   }
+  fw.retained = false;
+  ar.release();
 }
 
 /**
@@ -605,9 +663,11 @@ export function forwardLogits(
 ): Float32Array {
   const seq = tokens instanceof Int32Array ? tokens : Int32Array.from(tokens);
   const layout = layoutOf(params, { sequences: [seq], lossMask: [new Uint8Array(seq.length)] });
-  const trunk = runTrunk(params, layout, kernels, false);
+  const ar = new Arena();
+  const trunk = runTrunk(params, layout, kernels, false, ar);
   const { T, d, V } = trunk.D;
   const out = new Float32Array(T * V);
   kernels.gemm(false, true, T, V, d, 1, trunk.xf, 0, d, weightsOf(params).tokEmbd, 0, d, 0, out, 0, V);
+  ar.release();
   return out;
 }
