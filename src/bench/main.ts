@@ -8,6 +8,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   tictactoe: () => import("./tictactoe.js"),
   puzzles: () => import("./puzzles.js"),
   gemm: () => import("./gemm.js"),
+  "train-step": () => import("./train-step.js"),
 };
 
 async function main(): Promise<void> {
