@@ -35,7 +35,7 @@ export interface Batch {
   lossMask: Uint8Array[];
 }
 
-/** Above this many floats the [scored, vocab] logits are recomputed in backward instead of kept. */
+/** Above this many floats the [scored, vocab] probabilities are not kept: backward recomputes logits. */
 const LOGITS_KEEP_LIMIT = 1 << 25;
 /** Rows of the head processed at once when logits are not kept. */
 const HEAD_CHUNK_FLOATS = 1 << 22;
@@ -352,8 +352,11 @@ function gatherRows(xf: Float32Array, rows: Int32Array, d: number, ar: Arena): F
   return out;
 }
 
-/** log-sum-exp and entropy of one logits row (float64). */
-function rowStats(z: Float32Array, o: number, V: number): { lse: number; entropy: number } {
+/**
+ * log-sum-exp and entropy of one logits row (float64). With `toProbs` the row is overwritten
+ * by its softmax probabilities.
+ */
+function rowStats(z: Float32Array, o: number, V: number, toProbs: boolean): { lse: number; entropy: number } {
   let mx = Number.NEGATIVE_INFINITY;
   for (let j = 0; j < V; j++) if (z[o + j] > mx) mx = z[o + j];
   let sum = 0;
@@ -363,8 +366,13 @@ function rowStats(z: Float32Array, o: number, V: number): { lse: number; entropy
     const e = Math.exp(zj - mx);
     sum += e;
     sz += e * zj;
+    if (toProbs) z[o + j] = e;
   }
   const lse = mx + Math.log(sum);
+  if (toProbs) {
+    const inv = 1 / sum;
+    for (let j = 0; j < V; j++) z[o + j] *= inv;
+  }
   return { lse, entropy: lse - sz / sum };
 }
 
@@ -378,10 +386,12 @@ export class TrainForward {
   /** @internal */ readonly params: ModelParams;
   /** @internal */ readonly kernels: Kernels;
   /** @internal */ readonly xs: Float32Array;
-  /** @internal */ logits: Float32Array | null;
+  /** Softmax probabilities of the scored rows [scored, vocab], when small enough to keep. @internal */
+  probs: Float32Array | null;
   /** @internal */ readonly lse: Float64Array;
   /** @internal */ retained: boolean;
   /** @internal */ readonly arena: Arena;
+  /** @internal */ readonly headChunk: number;
 
   constructor(
     params: ModelParams,
@@ -389,18 +399,20 @@ export class TrainForward {
     trunk: Trunk,
     stats: TokenStats,
     xs: Float32Array,
-    logits: Float32Array | null,
+    probs: Float32Array | null,
     lse: Float64Array,
     retained: boolean,
     arena: Arena,
+    headChunk: number,
   ) {
     this.arena = arena;
+    this.headChunk = headChunk;
     this.params = params;
     this.kernels = kernels;
     this.trunk = trunk;
     this.stats = stats;
     this.xs = xs;
-    this.logits = logits;
+    this.probs = probs;
     this.lse = lse;
     this.retained = retained;
   }
@@ -424,11 +436,22 @@ function chunkRows(N: number, V: number): number {
  * Forward pass over a ragged batch. With `retain` (default true) the activations needed by
  * `backward` are kept; otherwise buffers are reused and only `stats` is meaningful.
  */
+export interface HeadOptions {
+  /**
+   * Keep the [scored, vocab] probabilities for the backward pass (default: when they take at
+   * most 2^25 floats); otherwise the logits are recomputed there, chunk by chunk.
+   */
+  keepProbs?: boolean;
+  /** Rows of the head per chunk when probabilities are not kept (default: 2^22 / vocab). */
+  chunkRows?: number;
+}
+
 export function forwardTrain(
   params: ModelParams,
   batch: Batch,
   kernels: Kernels = jsKernels,
   retain = true,
+  head: HeadOptions = {},
 ): TrainForward {
   const layout = layoutOf(params, batch);
   const ar = new Arena();
@@ -437,24 +460,25 @@ export function forwardTrain(
   const N = layout.rows.length;
   const xs = gatherRows(trunk.xf, layout.rows, d, ar);
   const E = weightsOf(params).tokEmbd;
-  const keep = retain && N * V <= LOGITS_KEEP_LIMIT;
-  const logits = keep ? ar.take(N * V) : null;
-  const ch = chunkRows(N, V);
+  const keep = retain && (head.keepProbs ?? N * V <= LOGITS_KEEP_LIMIT);
+  const probs = keep ? ar.take(N * V) : null;
+  const ch = head.chunkRows ?? chunkRows(N, V);
   const scratch = keep ? null : ar.take(ch * V);
   const logp = new Float64Array(N);
   const entropy = new Float64Array(N);
   const lse = new Float64Array(N);
   for (let r0 = 0; r0 < N; r0 += ch) {
     const m = Math.min(ch, N - r0);
-    const buf = logits ?? scratch!;
-    const base = logits ? r0 * V : 0;
+    const buf = probs ?? scratch!;
+    const base = probs ? r0 * V : 0;
     kernels.gemm(false, true, m, V, d, 1, xs, r0 * d, d, E, 0, d, 0, buf, base, V);
     for (let i = 0; i < m; i++) {
       const o = base + i * V;
-      const st = rowStats(buf, o, V);
+      const zTarget = buf[o + layout.targets[r0 + i]];
+      const st = rowStats(buf, o, V, probs !== null);
       lse[r0 + i] = st.lse;
       entropy[r0 + i] = st.entropy;
-      logp[r0 + i] = buf[o + layout.targets[r0 + i]] - st.lse;
+      logp[r0 + i] = zTarget - st.lse;
     }
   }
   const stats: TokenStats = {
@@ -464,7 +488,7 @@ export function forwardTrain(
     position: layout.position,
   };
   if (!retain) ar.release();
-  return new TrainForward(params, kernels, trunk, stats, xs, logits, lse, retain, ar);
+  return new TrainForward(params, kernels, trunk, stats, xs, probs, lse, retain, ar, ch);
 }
 
 /** log π(target) and entropy for every scored token, without keeping activations. */
@@ -566,33 +590,44 @@ export function backward(
   const W = weightsOf(params);
   const G = weightsOf(grads);
 
-  // Head: dz = dLogp·(onehot − p) − dEntropy·p·(log p + H), in place over the logits.
-  const ch = chunkRows(N, V);
+  // Head: dz = dLogp·(onehot − p) − dEntropy·p·(log p + H), in place over the kept
+  // probabilities (or over recomputed logits when they were not kept).
+  const ch = fw.headChunk;
   const ar = fw.arena;
-  const scratch = fw.logits ? null : ar.take(ch * V);
+  const probs = fw.probs;
+  const scratch = probs ? null : ar.take(ch * V);
   const dxs = ar.take(N * d);
   for (let r0 = 0; r0 < N; r0 += ch) {
     const m = Math.min(ch, N - r0);
-    const buf = fw.logits ?? scratch!;
-    const base = fw.logits ? r0 * V : 0;
-    if (!fw.logits) k.gemm(false, true, m, V, d, 1, fw.xs, r0 * d, d, W.tokEmbd, 0, d, 0, buf, base, V);
+    const buf = probs ?? scratch!;
+    const base = probs ? r0 * V : 0;
+    if (!probs) k.gemm(false, true, m, V, d, 1, fw.xs, r0 * d, d, W.tokEmbd, 0, d, 0, buf, base, V);
     for (let i = 0; i < m; i++) {
       const o = base + i * V;
       const lse = fw.lse[r0 + i];
       const ent = fw.stats.entropy[r0 + i];
       const gl = dLogp[r0 + i];
       const ge = dEntropy[r0 + i];
-      for (let j = 0; j < V; j++) {
-        const lp = buf[o + j] - lse;
-        const p = Math.exp(lp);
-        buf[o + j] = -p * (gl + ge * (lp + ent));
+      if (!probs) {
+        for (let j = 0; j < V; j++) {
+          const lp = buf[o + j] - lse;
+          buf[o + j] = -Math.exp(lp) * (gl + ge * (lp + ent));
+        }
+      } else if (ge === 0) {
+        for (let j = 0; j < V; j++) buf[o + j] *= -gl;
+      } else {
+        for (let j = 0; j < V; j++) {
+          const p = buf[o + j];
+          // p·log p → 0 as p → 0 (a probability that underflowed contributes nothing).
+          buf[o + j] = p > 0 ? -p * (gl + ge * (Math.log(p) + ent)) : 0;
+        }
       }
       buf[o + layout.targets[r0 + i]] += gl;
     }
     k.gemm(false, false, m, d, V, 1, buf, base, V, W.tokEmbd, 0, d, 0, dxs, r0 * d, d);
     k.gemm(true, false, V, d, m, 1, buf, base, V, fw.xs, r0 * d, d, 1, G.tokEmbd, 0, d);
   }
-  fw.logits = null;
+  fw.probs = null;
   const dxf = ar.zeros(T * d);
   for (let i = 0; i < N; i++) {
     const o = layout.rows[i] * d;

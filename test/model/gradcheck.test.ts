@@ -5,7 +5,13 @@ import { presetConfig } from "../../src/model/config.js";
 import type { LossFn } from "../../src/model/loss-types.js";
 import { initParams, type ModelParams, zerosLike } from "../../src/model/params.js";
 import { reference64Grads, reference64Loss, toParams64 } from "../../src/model/reference64.js";
-import { type Batch, backward, forwardTrain, scoreBatch } from "../../src/model/transformer.js";
+import {
+  type Batch,
+  backward,
+  forwardTrain,
+  type HeadOptions,
+  scoreBatch,
+} from "../../src/model/transformer.js";
 
 const config = presetConfig("tiny", { contextLength: 64 });
 
@@ -76,8 +82,8 @@ function setup(seed: string, lengths = [5, 23, 40]) {
   return { params, batch, lossFn: ppoLoss(oldLogp, adv, 0.2, 0.3) };
 }
 
-function analyticGrads(params: ModelParams, batch: Batch, lossFn: LossFn) {
-  const fw = forwardTrain(params, batch);
+function analyticGrads(params: ModelParams, batch: Batch, lossFn: LossFn, head: HeadOptions = {}) {
+  const fw = forwardTrain(params, batch, undefined, true, head);
   const res = lossFn(fw.stats);
   const grads = zerosLike(params);
   backward(fw, res.dLogp, res.dEntropy, grads);
@@ -130,6 +136,16 @@ describe("gradient check (tiny preset, ragged batches)", () => {
   it("float32 backward matches the float64 reference for an entropy-only loss", () => {
     const { params, batch } = setup("gc-ent");
     compareToReference(params, batch, entropyOnly);
+  });
+
+  it("recomputing the head in chunks (probabilities not kept) gives the same gradients", () => {
+    const { params, batch, lossFn } = setup("gc-chunks");
+    const kept = analyticGrads(params, batch, lossFn, { keepProbs: true });
+    const chunked = analyticGrads(params, batch, lossFn, { keepProbs: false, chunkRows: 7 });
+    assert.ok(kept.fw.scored > 14, "several chunks");
+    assert.deepEqual(chunked.fw.stats.logp, kept.fw.stats.logp);
+    const e = relErr(chunked.grads.flat, kept.grads.flat);
+    assert.ok(e < 1e-5, `chunked vs kept relative difference ${e}`);
   });
 
   it("the float64 reference matches central finite differences", () => {
