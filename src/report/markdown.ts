@@ -223,7 +223,7 @@ function runsTable(runs: readonly LoadedSummary[], linkOf: (p: string) => string
     "run",
     "game",
     "seed",
-    "method",
+    "estimator",
     "credit",
     "scope",
     "reflection",
@@ -376,7 +376,18 @@ function snapshotsOf(s: RunSummary): EvalSnapshot[] {
 // ---------------------------------------------------------------------------------------------
 // Sections
 
-const SCORE_NAME: Record<string, string> = { kuhn: "chips", tictactoe: "score (+1/0/−1)" };
+const KEY_COLOR = "#555555";
+
+/** Legend for charts with two lines per method: the method colours, then the line-style key. */
+function attemptLegend(methods: readonly Method[], label: string, K: number) {
+  return [
+    ...methods.map((m) => ({ name: m.label, color: m.color })),
+    { name: `${label}@${K}`, color: KEY_COLOR },
+    { name: `${label}@1`, color: KEY_COLOR, dashed: true },
+  ];
+}
+
+const SCORE_NAME: Record<string, string> = { kuhn: "chips" };
 
 function scoreName(game: string): string {
   return SCORE_NAME[game] ?? "score";
@@ -469,7 +480,7 @@ function finalSection(ctx: GameContext): void {
   const K = maxAttempts(withFinal);
   const first = withFinal[0].runs[0].summary.finalEval!;
   out.push(
-    `Held-out task seeds, ${first.trialsPerCell} trials per cell and ${first.attempts} attempt(s) per trial` +
+    `Held-out task seeds, ${first.trialsPerCell} trials per cell and ${first.attempts} attempt${first.attempts === 1 ? "" : "s"} per trial` +
       `${withFinal.some((m) => m.runs.some((r) => r.summary.finalEval!.trialsPerCell !== first.trialsPerCell)) ? " (some runs differ; see the trials column)" : ""}. ` +
       "Brackets: 95% bootstrap interval over trials for one seed; for a method with several seeds, " +
       "the mean over seeds and the range (min, max) of the seed means.",
@@ -648,6 +659,7 @@ function periodicSection(ctx: GameContext): void {
           series.push({ name: `${m.label} @1`, color: m.color, dashed: true, points: curve(1, false) });
       }
       const svg = lineChart({
+        ...(K > 1 ? { legend: attemptLegend(methods, f.label, K) } : {}),
         title: `${f.label} — ${game}, ${cellLabel(cell)}`,
         subtitle: "evaluation on held-out seeds during training",
         x: { label: "iteration", integer: true },
@@ -679,8 +691,10 @@ const DIAGNOSTICS: { key: string; label: string; percent?: boolean; nonZero?: bo
 ];
 
 function trainingSection(ctx: GameContext): void {
-  const { out, methods, game, plots } = ctx;
-  if (!methods.some((m) => m.runs.some((r) => r.summary.history.length > 0))) return;
+  const { out, game, plots } = ctx;
+  // Methods without training iterations (prompting baselines) have no curves.
+  const methods = ctx.methods.filter((m) => m.runs.some((r) => r.summary.history.length > 0));
+  if (methods.length === 0) return;
   const longest = Math.max(...methods.flatMap((m) => m.runs.map((r) => r.summary.history.length)));
   const window = ctx.smooth ?? autoWindow(longest);
   const multiSeed = methods.some((m) => m.runs.length > 1);
@@ -692,10 +706,18 @@ function trainingSection(ctx: GameContext): void {
     "",
   );
   const single = methods.length === 1;
-  const chart = (title: string, yLabel: string, percent: boolean, series: LineSeries[], parts: string[]) =>
+  const chart = (
+    title: string,
+    yLabel: string,
+    percent: boolean,
+    series: LineSeries[],
+    parts: string[],
+    legend?: ReturnType<typeof attemptLegend>,
+  ) =>
     plots.add(
       [game, "train", ...parts],
       lineChart({
+        ...(legend ? { legend } : {}),
         title,
         subtitle: `training rollouts${window > 1 ? `, moving average over ${window}` : ""}`,
         x: { label: "iteration", integer: true },
@@ -739,7 +761,16 @@ function trainingSection(ctx: GameContext): void {
           points: curve(m, `${f.prefix}1`),
         });
     }
-    images.push(chart(`${f.label}@k — ${game}, all opponents`, f.label, f.percent, series, [f.label, "all"]));
+    images.push(
+      chart(
+        `${f.label}@k — ${game}, all opponents`,
+        f.label,
+        f.percent,
+        series,
+        [f.label, "all"],
+        K > 1 ? attemptLegend(methods, f.label, K) : undefined,
+      ),
+    );
   }
 
   // Per opponent.

@@ -58,6 +58,8 @@ export interface LineChartOptions {
   series: readonly LineSeries[];
   /** How intervals are drawn: a shaded band (default) or error bars at each point. */
   intervals?: "band" | "bars";
+  /** Legend entries instead of one per series (e.g. colours for methods plus a line-style key). */
+  legend?: readonly { name: string; color: string; dashed?: boolean }[];
   width?: number;
   height?: number;
 }
@@ -153,7 +155,9 @@ export function niceTicks(
 export function formatTick(v: number, step: number, percent = false): string {
   const value = percent ? v * 100 : v;
   const s = percent ? step * 100 : step;
-  const decimals = Math.max(0, Math.min(6, -Math.floor(Math.log10(s) + 1e-9)));
+  // As many decimals as the step itself has (2.5 → 1, 0.25 → 2, 5 → 0).
+  let decimals = 0;
+  while (decimals < 6 && Math.abs(Math.round(s * 10 ** decimals) - s * 10 ** decimals) > 1e-6) decimals++;
   const text = (Object.is(clean(value), -0) ? 0 : clean(value)).toFixed(decimals);
   const tidy = text === `-${(0).toFixed(decimals)}` ? text.slice(1) : text;
   return percent ? `${tidy}%` : tidy;
@@ -339,11 +343,10 @@ export function lineChart(o: LineChartOptions): string {
   const width = o.width ?? 640;
   const xAxis = o.x ?? {};
   const yAxisOpts = o.y ?? {};
-  const entries: LegendEntry[] = o.series.map((s, i) => ({
-    name: s.name,
-    color: s.color ?? PALETTE[i % PALETTE.length],
-    kind: s.dashed ? "dashed" : "line",
-  }));
+  const colors = o.series.map((s, i) => s.color ?? PALETTE[i % PALETTE.length]);
+  const entries: LegendEntry[] = o.legend
+    ? o.legend.map((e) => ({ name: e.name, color: e.color, kind: e.dashed ? "dashed" : "line" }))
+    : o.series.map((s, i) => ({ name: s.name, color: colors[i], kind: s.dashed ? "dashed" : "line" }));
   const f = frameFor(width, o.height ?? 320, entries, o.subtitle, Boolean(xAxis.label));
   const out = header(f.width, f.height, o.title);
   titles(out, f, o.title, o.subtitle);
@@ -378,7 +381,7 @@ export function lineChart(o: LineChartOptions): string {
 
   // Bands first (under every line), then lines and markers.
   o.series.forEach((s, i) => {
-    const color = entries[i].color;
+    const color = colors[i];
     for (const seg of segments(s.points)) {
       const withI = seg.filter(hasInterval);
       if (withI.length === 0) continue;
@@ -399,7 +402,7 @@ export function lineChart(o: LineChartOptions): string {
     }
   });
   o.series.forEach((s, i) => {
-    const color = entries[i].color;
+    const color = colors[i];
     const segs = segments(s.points);
     const count = segs.reduce((a, g) => a + g.length, 0);
     const markers = s.markers ?? count <= 30;
@@ -433,12 +436,15 @@ export function barChart(o: BarChartOptions): string {
     color: s.color ?? PALETTE[i % PALETTE.length],
     kind: "box",
   }));
+  const ok = (v: BarValue | null): v is BarValue => v !== null && Number.isFinite(v.mean);
+  const vals = o.series.flatMap((s) => s.values.filter(ok));
+  const labels = o.valueLabels ?? vals.length <= 12;
   const f = frameFor(width, o.height ?? 320, entries, o.subtitle, Boolean(o.xLabel));
+  // Room above the plot for the value label of a bar reaching the top of the axis.
+  if (labels) f.top += 12;
   const out = header(f.width, f.height, o.title);
   titles(out, f, o.title, o.subtitle);
 
-  const ok = (v: BarValue | null): v is BarValue => v !== null && Number.isFinite(v.mean);
-  const vals = o.series.flatMap((s) => s.values.filter(ok));
   const yVals = [
     0,
     ...vals.flatMap((v) => [
@@ -460,8 +466,6 @@ export function barChart(o: BarChartOptions): string {
   const groupW = (f.width - f.left - f.right) / nCat;
   const barW = Math.min(48, (groupW * 0.8) / nSer);
   const base = Y(clamp(0, ys.min, ys.max));
-  const totalBars = o.series.reduce((a, s) => a + s.values.filter(ok).length, 0);
-  const labels = o.valueLabels ?? totalBars <= 12;
   o.categories.forEach((cat, c) => {
     const cx = f.left + groupW * (c + 0.5);
     out.push(
@@ -490,7 +494,7 @@ export function barChart(o: BarChartOptions): string {
       if (labels) {
         // Percent labels to 0.1%, other values to 3 decimals; below a negative bar, above otherwise.
         const text = formatTick(v.mean, 0.001, yOpts.percent);
-        const ty = v.mean < 0 ? Math.min(f.height - f.bottom - 3, bottom + 12) : Math.max(f.top + 9, top - 4);
+        const ty = v.mean < 0 ? Math.min(f.height - f.bottom - 3, bottom + 12) : Math.max(f.top - 3, top - 4);
         out.push(
           `<text x="${n(mid)}" y="${n(ty)}" text-anchor="middle" font-size="10" fill="#222222">${escapeXml(text)}</text>`,
         );
