@@ -86,6 +86,16 @@ export class EmbeddedPolicy implements Policy {
     return renderChatIds(this.tokenizer, req.messages, { addGenerationPrompt: true });
   }
 
+  /** Why `request` does not fit the model's context (prompt + maxTokens), or null when it fits. */
+  contextError(request: GenerateRequest): string | null {
+    const limit = this.current.config.contextLength;
+    // +1: a reply cut at maxTokens is closed by the template's <|end|> when the transcript is scored.
+    const prompt = this.promptIds(request).length;
+    return prompt + request.sampling.maxTokens + 1 > limit
+      ? `a prompt of ${prompt} tokens plus maxTokens ${request.sampling.maxTokens} (+1 closing token) exceeds the context length ${limit}`
+      : null;
+  }
+
   async generate(requests: readonly GenerateRequest[]): Promise<Generation[]> {
     return this.generateSync(requests);
   }

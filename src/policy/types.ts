@@ -46,6 +46,11 @@ export interface Generation {
 export interface Policy {
   readonly name: string;
   generate(requests: readonly GenerateRequest[]): Promise<Generation[]>;
+  /**
+   * Why a request cannot be served (its prompt plus `maxTokens` exceeds the model's context),
+   * or null when it fits. Policies that cannot tell in advance leave it out.
+   */
+  contextError?(request: GenerateRequest): string | null;
 }
 
 /** Training samples at temperature 1 with no truncation, so behaviour log-probs are exact. */

@@ -116,7 +116,7 @@ export async function runTrials(
     });
   }
   const records = new Map<number, TrialRecord>();
-  const finish = (t: LiveTrial, aborted: boolean): TrialRecord => {
+  const finish = (t: LiveTrial, aborted: boolean, stopReason?: string): TrialRecord => {
     t.stage = "done";
     const rec: TrialRecord = {
       trialId: t.spec.trialId,
@@ -127,6 +127,7 @@ export async function runTrials(
       seat: t.task.seat ?? "none",
       attempts: t.attempts,
       aborted,
+      ...(stopReason ? { stopReason } : {}),
       memory: t.env.memory,
       rows: t.rows,
     };
@@ -234,8 +235,22 @@ export async function runTrials(
       const batches: LiveTrial[][] = [];
       for (let i = 0; i < pending.length; i += opts.maxBatch)
         batches.push(pending.slice(i, i + opts.maxBatch));
-      const runBatch = async (batch: LiveTrial[]): Promise<void> => {
-        const requests = batch.map(callOf);
+      const runBatch = async (all: LiveTrial[]): Promise<void> => {
+        const batch: LiveTrial[] = [];
+        const requests: GenerateRequest[] = [];
+        for (const t of all) {
+          const req = callOf(t);
+          const tooLong = policy.contextError?.(req) ?? null;
+          if (tooLong === null) {
+            batch.push(t);
+            requests.push(req);
+            continue;
+          }
+          // The trial outgrew the model's context: the attempt in progress ends unfinished and the trial stops.
+          if (t.stage === "play") t.attempts.push(t.current);
+          finish(t, false, `context: ${tooLong}`);
+        }
+        if (batch.length === 0) return;
         const generations = await policy.generate(requests);
         if (generations.length !== requests.length) {
           throw new Error(

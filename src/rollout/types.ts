@@ -63,6 +63,8 @@ export interface TrialRecord {
   attempts: AttemptSummary[];
   /** A backend failure stopped this trial; it was not played to the end and is no loss. */
   aborted: boolean;
+  /** Why the trial stopped early other than by winning (e.g. its prompt outgrew the model's context). */
+  stopReason?: string;
   memory: TrialMemory;
   rows: Row[];
 }
