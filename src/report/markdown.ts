@@ -178,6 +178,11 @@ function attemptEstimate(m: TrialMetrics, family: MetricFamily, k: number): Esti
   return m[family]?.[k - 1];
 }
 
+/** Attempts evaluated for one method (the largest over its runs' evaluations). */
+function methodEvalAttempts(m: Method): number {
+  return maxAttempts([m]);
+}
+
 /** Attempts evaluated for a game (the largest over its runs). */
 function maxAttempts(methods: readonly Method[]): number {
   let k = 1;
@@ -341,6 +346,10 @@ function combine(perSeed: readonly Map<number, number>[]): Point[] {
   });
 }
 
+function hasData(points: readonly Point[]): boolean {
+  return points.some((p) => Number.isFinite(p.y));
+}
+
 function hasKey(methods: readonly Method[], key: string, nonZero = false): boolean {
   return methods.some((m) =>
     m.runs.some((r) =>
@@ -379,7 +388,7 @@ function snapshotsOf(s: RunSummary): EvalSnapshot[] {
 const KEY_COLOR = "#555555";
 
 /** Legend for charts with two lines per method: the method colours, then the line-style key. */
-function attemptLegend(methods: readonly Method[], label: string, K: number) {
+function attemptLegend(methods: readonly Method[], label: string, K: number | string) {
   return [
     ...methods.map((m) => ({ name: m.label, color: m.color })),
     { name: `${label}@${K}`, color: KEY_COLOR },
@@ -520,7 +529,8 @@ function finalSection(ctx: GameContext): void {
         title: `${f.label} — ${game}, ${cellLabel(cell)}`,
         subtitle: `final evaluation; ${barsNote}`,
         categories: ks.map((k) => `attempt ${k}`),
-        series,
+        // Methods not evaluated in this cell are left out (not shown as empty slots).
+        series: series.filter((x) => x.values.some((v) => v !== null)),
         y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
       });
       images.push(
@@ -638,6 +648,8 @@ function periodicSection(ctx: GameContext): void {
     const images: string[] = [];
     for (const f of families) {
       const series: LineSeries[] = [];
+      const shown: Method[] = [];
+      const Ks: number[] = [];
       for (const m of methods) {
         const curve = (k: number, withBand: boolean): Point[] => {
           const iters = [
@@ -654,12 +666,18 @@ function periodicSection(ctx: GameContext): void {
             return withBand ? { x: it, y: a.mean, lo: a.lo, hi: a.hi } : { x: it, y: a.mean };
           });
         };
-        series.push({ name: K > 1 ? `${m.label} @${K}` : m.label, color: m.color, points: curve(K, true) });
-        if (K > 1)
+        const Km = methodEvalAttempts(m);
+        const main = curve(Km, true);
+        if (!hasData(main)) continue;
+        shown.push(m);
+        Ks.push(Km);
+        series.push({ name: K > 1 ? `${m.label} @${Km}` : m.label, color: m.color, points: main });
+        if (Km > 1)
           series.push({ name: `${m.label} @1`, color: m.color, dashed: true, points: curve(1, false) });
       }
+      const same = Ks.every((k) => k === K);
       const svg = lineChart({
-        ...(K > 1 ? { legend: attemptLegend(methods, f.label, K) } : {}),
+        ...(K > 1 ? { legend: attemptLegend(shown, f.label, same ? K : "last") } : {}),
         title: `${f.label} — ${game}, ${cellLabel(cell)}`,
         subtitle: "evaluation on held-out seeds during training",
         x: { label: "iteration", integer: true },
@@ -729,16 +747,17 @@ function trainingSection(ctx: GameContext): void {
   const curve = (m: Method, key: string) => combine(m.runs.map((r) => historySeries(r.summary, key, window)));
   const images: string[] = [];
 
-  // Overall success / score at attempt 1 and the last attempt.
-  const K = Math.max(
-    1,
-    ...methods.flatMap((m) =>
-      m.runs
+  // Overall success / score at attempt 1 and each method's last attempt.
+  const attemptsOf = (m: Method) =>
+    Math.max(
+      1,
+      ...m.runs
         .flatMap((r) => r.summary.history.flatMap((h) => Object.keys(h)))
         .filter((k) => /^success@\d+$/.test(k))
         .map((k) => Number(k.slice(8))),
-    ),
-  );
+    );
+  const Ks = methods.map(attemptsOf);
+  const K = Math.max(...Ks);
   const fams = [
     { prefix: "success@", label: "success", percent: true },
     { prefix: "score@", label: scoreName(game), percent: false },
@@ -747,20 +766,21 @@ function trainingSection(ctx: GameContext): void {
   for (const f of fams) {
     if (!hasKey(methods, `${f.prefix}1`)) continue;
     const series: LineSeries[] = [];
-    for (const m of methods) {
-      series.push({
-        name: K > 1 ? `${m.label} @${K}` : m.label,
-        color: m.color,
-        points: curve(m, `${f.prefix}${K}`),
-      });
-      if (K > 1)
+    const shown: Method[] = [];
+    methods.forEach((m, i) => {
+      const main = curve(m, `${f.prefix}${Ks[i]}`);
+      if (!hasData(main)) return;
+      shown.push(m);
+      series.push({ name: K > 1 ? `${m.label} @${Ks[i]}` : m.label, color: m.color, points: main });
+      if (Ks[i] > 1)
         series.push({
           name: `${m.label} @1`,
           color: m.color,
           dashed: true,
           points: curve(m, `${f.prefix}1`),
         });
-    }
+    });
+    const same = Ks.every((k) => k === K);
     images.push(
       chart(
         `${f.label}@k — ${game}, all opponents`,
@@ -768,7 +788,7 @@ function trainingSection(ctx: GameContext): void {
         f.percent,
         series,
         [f.label, "all"],
-        K > 1 ? attemptLegend(methods, f.label, K) : undefined,
+        K > 1 ? attemptLegend(shown, f.label, same ? String(K) : "last") : undefined,
       ),
     );
   }
@@ -797,11 +817,9 @@ function trainingSection(ctx: GameContext): void {
       );
     } else {
       for (const o of opps) {
-        const series = methods.map((m) => ({
-          name: m.label,
-          color: m.color,
-          points: curve(m, `${f.prefix}${o}`),
-        }));
+        const series = methods
+          .map((m) => ({ name: m.label, color: m.color, points: curve(m, `${f.prefix}${o}`) }))
+          .filter((x) => hasData(x.points));
         images.push(chart(`${f.label} vs ${o} — ${game}`, f.label, f.percent, series, [f.part, o]));
       }
     }
@@ -811,7 +829,9 @@ function trainingSection(ctx: GameContext): void {
   const diag: string[] = [];
   for (const d of DIAGNOSTICS) {
     if (!hasKey(methods, d.key, d.nonZero)) continue;
-    const series = methods.map((m) => ({ name: m.label, color: m.color, points: curve(m, d.key) }));
+    const series = methods
+      .map((m) => ({ name: m.label, color: m.color, points: curve(m, d.key) }))
+      .filter((x) => hasData(x.points));
     diag.push(chart(`${d.label} — ${game}`, d.label, d.percent ?? false, series, [d.key]));
   }
   if (diag.length > 0) out.push("Diagnostics:", "", diag.join("\n"), "");

@@ -46,7 +46,7 @@ export interface LineSeries {
   points: readonly Point[];
   color?: string;
   dashed?: boolean;
-  /** Draw a marker at every point (default: when the series has at most 30 points). */
+  /** Draw a marker at every point (default: when the series has at most 15 points). */
   markers?: boolean;
 }
 
@@ -56,8 +56,11 @@ export interface LineChartOptions {
   x?: AxisOptions;
   y?: AxisOptions;
   series: readonly LineSeries[];
-  /** How intervals are drawn: a shaded band (default) or error bars at each point. */
-  intervals?: "band" | "bars";
+  /**
+   * How intervals are drawn: shaded bands, error bars at each point, or "auto" (default): bands
+   * when at most two series have intervals, otherwise error bars nudged apart so they stay legible.
+   */
+  intervals?: "band" | "bars" | "auto";
   /** Legend entries instead of one per series (e.g. colours for methods plus a line-style key). */
   legend?: readonly { name: string; color: string; dashed?: boolean }[];
   width?: number;
@@ -84,7 +87,7 @@ export interface BarChartOptions {
   series: readonly BarSeries[];
   y?: AxisOptions;
   xLabel?: string;
-  /** Print each bar's value above it (default: when there are at most 12 bars). */
+  /** Print each bar's value above it (default: when the labels fit the bar width). */
   valueLabels?: boolean;
   width?: number;
   height?: number;
@@ -380,12 +383,16 @@ export function lineChart(o: LineChartOptions): string {
   if (all.length === 0) noData(out, f);
 
   // Bands first (under every line), then lines and markers.
+  const banded = o.series.map((s, i) => (s.points.some(hasInterval) ? i : -1)).filter((i) => i >= 0);
+  const mode = o.intervals ?? "auto";
+  const useBands = mode === "band" || (mode === "auto" && banded.length <= 2);
   o.series.forEach((s, i) => {
     const color = colors[i];
+    const nudge = useBands || banded.length <= 1 ? 0 : (banded.indexOf(i) - (banded.length - 1) / 2) * 4;
     for (const seg of segments(s.points)) {
       const withI = seg.filter(hasInterval);
       if (withI.length === 0) continue;
-      if ((o.intervals ?? "band") === "band" && withI.length === seg.length && seg.length >= 2) {
+      if (useBands && withI.length === seg.length && seg.length >= 2) {
         const upper = seg.map((p) => `${n(X(p.x))},${n(Y(p.hi!))}`);
         const lower = [...seg].reverse().map((p) => `${n(X(p.x))},${n(Y(p.lo!))}`);
         out.push(
@@ -393,7 +400,7 @@ export function lineChart(o: LineChartOptions): string {
         );
       } else {
         for (const p of withI) {
-          const x = X(p.x);
+          const x = X(p.x) + nudge;
           out.push(
             `<path d="M${n(x)} ${n(Y(p.lo!))}V${n(Y(p.hi!))}M${n(x - 3)} ${n(Y(p.lo!))}H${n(x + 3)}M${n(x - 3)} ${n(Y(p.hi!))}H${n(x + 3)}" stroke="${color}" stroke-width="1.2" fill="none"/>`,
           );
@@ -405,7 +412,7 @@ export function lineChart(o: LineChartOptions): string {
     const color = colors[i];
     const segs = segments(s.points);
     const count = segs.reduce((a, g) => a + g.length, 0);
-    const markers = s.markers ?? count <= 30;
+    const markers = s.markers ?? count <= 15;
     for (const seg of segs) {
       if (seg.length >= 2) {
         const d = seg.map((p, j) => `${j === 0 ? "M" : "L"}${n(X(p.x))} ${n(Y(p.y))}`).join("");
@@ -429,7 +436,7 @@ export function lineChart(o: LineChartOptions): string {
 
 /** A grouped bar chart: one group per category, one bar per series, with error bars. */
 export function barChart(o: BarChartOptions): string {
-  const width = o.width ?? 640;
+  const width = o.width ?? 680;
   const yOpts = o.y ?? {};
   const entries: LegendEntry[] = o.series.map((s, i) => ({
     name: s.name,
@@ -438,8 +445,14 @@ export function barChart(o: BarChartOptions): string {
   }));
   const ok = (v: BarValue | null): v is BarValue => v !== null && Number.isFinite(v.mean);
   const vals = o.series.flatMap((s) => s.values.filter(ok));
-  const labels = o.valueLabels ?? vals.length <= 12;
   const f = frameFor(width, o.height ?? 320, entries, o.subtitle, Boolean(o.xLabel));
+  const nCat = Math.max(1, o.categories.length);
+  const nSer = Math.max(1, o.series.length);
+  const groupW = (f.width - f.left - f.right) / nCat;
+  const barW = Math.min(48, (groupW * 0.8) / nSer);
+  // Value labels only where they fit above a bar without touching the next one.
+  const widest = Math.max(0, ...vals.map((v) => formatTick(v.mean, 0.001, yOpts.percent).length));
+  const labels = o.valueLabels ?? widest * 5.6 <= barW + 1;
   // Room above the plot for the value label of a bar reaching the top of the axis.
   if (labels) f.top += 12;
   const out = header(f.width, f.height, o.title);
@@ -461,10 +474,6 @@ export function barChart(o: BarChartOptions): string {
   xLabel(out, f, o.xLabel);
   if (vals.length === 0) noData(out, f);
 
-  const nCat = Math.max(1, o.categories.length);
-  const nSer = Math.max(1, o.series.length);
-  const groupW = (f.width - f.left - f.right) / nCat;
-  const barW = Math.min(48, (groupW * 0.8) / nSer);
   const base = Y(clamp(0, ys.min, ys.max));
   o.categories.forEach((cat, c) => {
     const cx = f.left + groupW * (c + 0.5);
