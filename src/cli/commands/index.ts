@@ -12,4 +12,5 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   config: async () => (await import("./config.js")).command,
   pretrain: async () => (await import("./pretrain.js")).command,
   report: async () => (await import("./report.js")).command,
+  serve: async () => (await import("./serve.js")).command,
 };

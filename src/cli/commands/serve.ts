@@ -1,0 +1,165 @@
+/**
+ * `mage serve --checkpoint DIR`: an OpenAI-compatible HTTP server for an embedded checkpoint
+ * (see src/serve/server.ts). Loopback only unless --host says otherwise; SIGINT/SIGTERM stop
+ * accepting requests, finish the ones in flight and exit (a second signal exits at once).
+ */
+import { basename } from "node:path";
+import { parseArgs } from "node:util";
+import { UsageError } from "../../core/errors.js";
+import { loadCheckpoint } from "../../model/checkpoint.js";
+import { selectKernels } from "../../model/kernels/select.js";
+import { paramsFromMap, ServeEngine } from "../../serve/engine.js";
+import { SERVE_DEFAULTS, type ServeHandle, startServer } from "../../serve/server.js";
+import type { Command } from "../command.js";
+
+const USAGE =
+  "mage serve --checkpoint DIR [--host 127.0.0.1] [--port 8000] [--api-key-env NAME] " +
+  "[--max-concurrent N] [--max-tokens N] [--model-name NAME] [--kernels auto|js|wasm|native] " +
+  "[--max-batch N] [--batch-window-ms MS] [--max-body-bytes N] [--seed S] [--quiet]";
+
+function intFlag(name: string, value: string | undefined, min: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value)) || Number(value) < min)
+    throw new UsageError(`--${name} must be an integer >= ${min}, got "${value}"`);
+  return Number(value);
+}
+
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\./.test(host);
+}
+
+export interface ServeCliResult {
+  handle: ServeHandle;
+  modelName: string;
+}
+
+/** Parses the flags, loads the checkpoint and starts the server (no signal handling). */
+export async function startServeFromArgs(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  log: (line: string) => void = (l) => console.error(l),
+): Promise<ServeCliResult> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        checkpoint: { type: "string" },
+        host: { type: "string" },
+        port: { type: "string" },
+        "api-key-env": { type: "string" },
+        "max-concurrent": { type: "string" },
+        "max-tokens": { type: "string" },
+        "model-name": { type: "string" },
+        kernels: { type: "string" },
+        "max-batch": { type: "string" },
+        "batch-window-ms": { type: "string" },
+        "max-body-bytes": { type: "string" },
+        seed: { type: "string" },
+        quiet: { type: "boolean", default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
+  }
+  const dir = values.checkpoint as string | undefined;
+  if (!dir) throw new UsageError(`--checkpoint DIR is required\nusage: ${USAGE}`);
+  const host = (values.host as string | undefined) ?? SERVE_DEFAULTS.host;
+  const port = intFlag("port", values.port as string | undefined, 0, SERVE_DEFAULTS.port);
+  if (port > 65535) throw new UsageError(`--port must be at most 65535, got ${port}`);
+  const maxConcurrent = intFlag(
+    "max-concurrent",
+    values["max-concurrent"] as string,
+    1,
+    SERVE_DEFAULTS.maxConcurrent,
+  );
+  const maxTokens = intFlag("max-tokens", values["max-tokens"] as string, 1, SERVE_DEFAULTS.maxTokens);
+  const maxBatch = intFlag("max-batch", values["max-batch"] as string, 1, SERVE_DEFAULTS.maxBatch);
+  const windowMs = intFlag(
+    "batch-window-ms",
+    values["batch-window-ms"] as string,
+    0,
+    SERVE_DEFAULTS.batchWindowMs,
+  );
+  const maxBody = intFlag(
+    "max-body-bytes",
+    values["max-body-bytes"] as string,
+    1024,
+    SERVE_DEFAULTS.maxBodyBytes,
+  );
+  const seed = values.seed === undefined ? undefined : intFlag("seed", values.seed as string, 0, 0);
+  let apiKey: string | null = null;
+  const keyEnv = values["api-key-env"] as string | undefined;
+  if (keyEnv !== undefined) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(keyEnv))
+      throw new UsageError(
+        `--api-key-env must name an environment variable (letters, digits, _), got "${keyEnv}"`,
+      );
+    const v = env[keyEnv];
+    if (v === undefined || v.trim() === "")
+      throw new UsageError(`--api-key-env ${keyEnv}: the environment variable ${keyEnv} is not set or empty`);
+    apiKey = v.trim();
+  }
+  let ckpt: Awaited<ReturnType<typeof loadCheckpoint>>;
+  try {
+    ckpt = await loadCheckpoint(dir, { trainingState: false });
+  } catch (err) {
+    throw new UsageError(`--checkpoint ${dir}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const kernels = await selectKernels((values.kernels as string | undefined) ?? "auto", env);
+  const engine = new ServeEngine({
+    params: paramsFromMap(ckpt.config, ckpt.params),
+    tokenizer: ckpt.tokenizer,
+    kernels,
+  });
+  const modelName = (values["model-name"] as string | undefined) ?? basename(ckpt.dir);
+  const quiet = values.quiet === true;
+  const handle = await startServer({
+    engine,
+    modelName,
+    host,
+    port,
+    apiKey,
+    maxConcurrent,
+    maxTokens,
+    maxBatch,
+    batchWindowMs: windowMs,
+    maxBodyBytes: maxBody,
+    seed,
+    log: quiet ? undefined : log,
+  });
+  log(
+    `mage serve: "${modelName}" (${ckpt.config.nLayers} layers, d ${ckpt.config.dModel}, kernels ${kernels.name}) ` +
+      `at ${handle.baseUrl}${apiKey ? " (API key required)" : ""}`,
+  );
+  if (!isLoopback(host) && !apiKey)
+    log(`mage serve: WARNING listening on ${host} without --api-key-env: anyone who can reach it can use it`);
+  return { handle, modelName };
+}
+
+export const command: Command = {
+  name: "serve",
+  summary: "Serve an embedded checkpoint over an OpenAI-compatible HTTP API",
+  usage: USAGE,
+  async run(argv) {
+    const { handle } = await startServeFromArgs(argv);
+    await new Promise<void>((resolve) => {
+      let stopping = false;
+      const onSignal = (sig: NodeJS.Signals) => {
+        if (stopping) {
+          console.error(`mage serve: ${sig} again, exiting now`);
+          process.exit(130);
+        }
+        stopping = true;
+        console.error(`mage serve: ${sig}, finishing requests in flight and shutting down`);
+        handle.close().then(resolve, resolve);
+      };
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
+    });
+    console.error("mage serve: stopped");
+    return 0;
+  },
+};

@@ -1,0 +1,274 @@
+/**
+ * The generation engine behind `mage serve`: the embedded model's batched KV-cache sampler,
+ * plus a batcher that collects the jobs arriving within a short window (or until a batch is
+ * full) and runs them as ONE `Sampler.generate` call.
+ *
+ * A job's result depends only on the job (prompt ids, sampling, seed): it is sampled exactly as
+ * `EmbeddedPolicy` samples a request — same sampler, same per-sequence seeded stream, `<|end|>`
+ * as the stop id, stop strings checked on decoded text — so a served request with a seed gives
+ * the in-process result. (With the pure-TS kernel this holds bit for bit whatever else shares
+ * the batch; the wasm/native GEMMs may round differently for different batch shapes.)
+ *
+ * Alternatives for `top_logprobs` come from a second, teacher-forced pass over prompt + sample
+ * (`Sampler.append`), under the same distribution the token was sampled from (temperature and
+ * truncation applied; greedy is a point mass).
+ */
+import type { ModelConfig } from "../model/config.js";
+import type { Kernels } from "../model/kernels/types.js";
+import { allocParams, type ModelParams } from "../model/params.js";
+import { type KvCache, type SampleRequest, Sampler } from "../model/sampler.js";
+import { TokenSampler } from "../model/sampling.js";
+import type { Tokenizer } from "../model/tokenizer.js";
+import type { GenJob, GenResult } from "./protocol.js";
+
+/** A `ModelParams` container holding copies of named tensors (e.g. a checkpoint's `params`). */
+export function paramsFromMap(config: ModelConfig, tensors: ReadonlyMap<string, Float32Array>): ModelParams {
+  const p = allocParams(config);
+  for (const [i, spec] of p.specs.entries()) {
+    const t = tensors.get(spec.name);
+    if (!t) throw new Error(`model weights: tensor "${spec.name}" is missing`);
+    if (t.length !== p.tensors[i].length)
+      throw new Error(
+        `model weights: tensor "${spec.name}" has ${t.length} values, expected ${p.tensors[i].length}`,
+      );
+    p.tensors[i].set(t);
+  }
+  return p;
+}
+
+export interface EngineModel {
+  params: ModelParams;
+  tokenizer: Tokenizer;
+  kernels: Kernels;
+}
+
+/** Most rows of one teacher-forced scoring block (bounds the logits buffer). */
+const SCORE_BLOCK_ROWS = 2048;
+
+export class ServeEngine {
+  readonly config: ModelConfig;
+  readonly tokenizer: Tokenizer;
+  readonly kernels: Kernels;
+  readonly params: ModelParams;
+  private readonly sampler: Sampler;
+  private readonly scorer: Sampler;
+  private readonly tokenSampler: TokenSampler;
+  private readonly dist: Float64Array;
+  private readonly decode: (ids: readonly number[]) => string;
+  /** Generation calls made and sequences sampled (for stats and tests). */
+  calls = 0;
+  sequences = 0;
+  largestBatch = 0;
+
+  constructor(model: EngineModel) {
+    this.params = model.params;
+    this.config = model.params.config;
+    this.tokenizer = model.tokenizer;
+    this.kernels = model.kernels;
+    if (this.tokenizer.vocabSize !== this.config.vocabSize)
+      throw new Error(
+        `model.vocabSize (${this.config.vocabSize}) differs from the tokenizer's vocabulary (${this.tokenizer.vocabSize})`,
+      );
+    this.sampler = new Sampler(this.config, this.kernels);
+    this.scorer = new Sampler(this.config, this.kernels);
+    this.tokenSampler = new TokenSampler(this.config.vocabSize);
+    this.dist = new Float64Array(this.config.vocabSize);
+    const tok = this.tokenizer;
+    this.decode = (ids) => tok.decode(ids);
+  }
+
+  /** Samples all jobs in one sampler call; results in job order. */
+  run(jobs: readonly GenJob[], maxConcurrent = 64): GenResult[] {
+    if (jobs.length === 0) return [];
+    const reqs: SampleRequest[] = jobs.map((j) => ({
+      promptIds: j.promptIds,
+      sampling: j.sampling,
+      seed: j.seed,
+      stopIds: j.stopIds,
+    }));
+    const outs = this.sampler.generate(this.params, reqs, { decode: this.decode, maxConcurrent });
+    this.calls++;
+    this.sequences += jobs.length;
+    this.largestBatch = Math.max(this.largestBatch, jobs.length);
+    const results: GenResult[] = outs.map((o) => ({
+      tokenIds: o.tokenIds,
+      logprobs: o.logprobs,
+      finishReason: o.finishReason,
+      stopString: o.stoppedBy && "text" in o.stoppedBy ? o.stoppedBy.text : null,
+      promptTokens: o.promptTokens,
+      top: null,
+    }));
+    const wantTop = jobs
+      .map((j, i) => (j.topLogprobs > 0 && results[i].tokenIds.length > 0 ? i : -1))
+      .filter((i) => i >= 0);
+    if (wantTop.length > 0) this.fillTop(jobs, results, wantTop);
+    return results;
+  }
+
+  /** Teacher-forced pass over prompt + sample for the jobs that asked for alternatives. */
+  private fillTop(jobs: readonly GenJob[], results: GenResult[], which: number[]): void {
+    const V = this.config.vocabSize;
+    let k = 0;
+    while (k < which.length) {
+      const group: { i: number; ids: number[]; cache: KvCache }[] = [];
+      let rows = 0;
+      while (k < which.length) {
+        const i = which[k];
+        const ids = [...jobs[i].promptIds, ...results[i].tokenIds.slice(0, -1)];
+        if (group.length > 0 && rows + ids.length > SCORE_BLOCK_ROWS) break;
+        group.push({ i, ids, cache: this.scorer.newCache(ids.length) });
+        rows += ids.length;
+        k++;
+      }
+      try {
+        const logits = this.scorer.append(
+          this.params,
+          group.map((g) => ({ cache: g.cache, tokens: g.ids })),
+        );
+        let row0 = 0;
+        for (const g of group) {
+          const job = jobs[g.i];
+          const res = results[g.i];
+          const first = job.promptIds.length - 1;
+          const top: { id: number; logprob: number }[][] = [];
+          for (let t = 0; t < res.tokenIds.length; t++) {
+            const off = (row0 + first + t) * V;
+            top.push(this.topOf(logits, off, job, res.tokenIds[t]));
+          }
+          res.top = top;
+          row0 += g.ids.length;
+        }
+      } finally {
+        for (const g of group) this.scorer.releaseCache(g.cache);
+      }
+    }
+  }
+
+  private topOf(
+    logits: Float32Array,
+    off: number,
+    job: GenJob,
+    chosen: number,
+  ): { id: number; logprob: number }[] {
+    const d = this.dist;
+    this.tokenSampler.distribution(logits, off, job.sampling, d);
+    const k = job.topLogprobs;
+    // Partial selection of the k most probable ids (ties: lower id first).
+    const best: number[] = [];
+    for (let id = 0; id < d.length; id++) {
+      const p = d[id];
+      if (!(p > 0)) continue;
+      let j: number;
+      if (best.length < k) {
+        best.push(id);
+        j = best.length - 1;
+      } else if (p > d[best[k - 1]]) j = k - 1;
+      else continue;
+      while (j > 0 && p > d[best[j - 1]]) {
+        best[j] = best[j - 1];
+        j--;
+      }
+      best[j] = id;
+    }
+    if (best.length === 0) best.push(chosen);
+    return best.map((id) => ({ id, logprob: Math.log(d[id]) }));
+  }
+}
+
+export interface BatcherOptions {
+  /** How long the first job of a batch waits for company, in ms (default 3). */
+  windowMs?: number;
+  /** Most sequences per sampler call (default 64). */
+  maxBatch?: number;
+}
+
+interface Pending {
+  job: GenJob;
+  resolve: (r: GenResult) => void;
+  reject: (e: unknown) => void;
+  cancelled: () => boolean;
+}
+
+/**
+ * Collects jobs for up to `windowMs` after the first one arrives (or until `maxBatch` are
+ * waiting), then runs them in one `engine.run`. While a batch runs (synchronously), new
+ * requests wait in the event loop and form the next batch.
+ */
+export class Batcher {
+  readonly windowMs: number;
+  readonly maxBatch: number;
+  private queue: Pending[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private running = false;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly engine: ServeEngine,
+    options: BatcherOptions = {},
+  ) {
+    this.windowMs = options.windowMs ?? 3;
+    this.maxBatch = options.maxBatch ?? 64;
+  }
+
+  /** Jobs waiting for a batch. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  submit(job: GenJob, cancelled: () => boolean = () => false): Promise<GenResult> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ job, resolve, reject, cancelled });
+      this.schedule();
+    });
+  }
+
+  /** Submits several jobs that must share one batch (the choices of one request). */
+  submitAll(jobs: readonly GenJob[], cancelled: () => boolean = () => false): Promise<GenResult[]> {
+    return Promise.all(jobs.map((j) => this.submit(j, cancelled)));
+  }
+
+  private schedule(): void {
+    if (this.running) return;
+    if (this.queue.length >= this.maxBatch) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = null;
+      setImmediate(() => this.flush());
+      this.running = true;
+      return;
+    }
+    if (!this.timer) this.timer = setTimeout(() => this.flush(), this.windowMs);
+  }
+
+  private flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.running = true;
+    try {
+      const live = this.queue.filter((p) => !p.cancelled());
+      const batch = live.slice(0, this.maxBatch);
+      this.queue = live.slice(this.maxBatch);
+      if (batch.length === 0) return;
+      let results: GenResult[];
+      try {
+        results = this.engine.run(
+          batch.map((p) => p.job),
+          this.maxBatch,
+        );
+      } catch (err) {
+        for (const p of batch) p.reject(err);
+        return;
+      }
+      for (const [i, p] of batch.entries()) p.resolve(results[i]);
+    } finally {
+      this.running = false;
+      if (this.queue.length > 0) this.schedule();
+      else for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  /** Resolves once no job is queued or running. */
+  idle(): Promise<void> {
+    if (this.queue.length === 0 && !this.running) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+}

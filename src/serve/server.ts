@@ -1,0 +1,585 @@
+/**
+ * `mage serve`'s HTTP server (node:http): an OpenAI-compatible API over the embedded model.
+ *
+ *   GET  /v1/models, /v1/models/{id}
+ *   POST /v1/chat/completions   messages → the mage chat template → sample
+ *   POST /v1/completions        prompt text (special-token text such as `<|user|>` is read as
+ *                               those tokens; no BOS is added) or token ids → sample
+ *   GET  /health
+ *
+ * Requests arriving within a few ms are sampled together in one sampler call (`Batcher`).
+ * Streaming (`stream: true`) answers with SSE `data:` chunks — one per token, then the finish
+ * chunk, an optional usage chunk and `data: [DONE]` — written once the request's batch has
+ * been sampled (the sampler runs a batch to completion; chunks are not paced token by token).
+ *
+ * Limits, answered with OpenAI-style `{"error": {message, type, param, code}}` bodies:
+ * body size (413), `max_tokens` above the server's cap or past the context (400), more than
+ * `maxConcurrent` requests in flight (429), unknown model (404), bad fields (400), a missing or
+ * wrong API key when one is configured (401, checked on every request). The key is compared in
+ * constant time and never logged; the access log has method, path, status, time and tokens only.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Rng } from "../core/rng.js";
+import { renderChatIds } from "../model/chat-template.js";
+import { Batcher, type ServeEngine } from "./engine.js";
+import {
+  ApiError,
+  type ChatRequest,
+  type CompletionRequest,
+  chatLogprobEntries,
+  completionLogprobs,
+  encodeWithSpecials,
+  type GenJob,
+  type GenResult,
+  parseChatRequest,
+  parseCompletionRequest,
+  resolveMaxTokens,
+  type ServeLimits,
+  streamPieces,
+  tokenView,
+} from "./protocol.js";
+
+export const SERVE_DEFAULTS = {
+  host: "127.0.0.1",
+  port: 8000,
+  maxConcurrent: 64,
+  maxTokens: 256,
+  maxBodyBytes: 1024 * 1024,
+  batchWindowMs: 3,
+  maxBatch: 64,
+} as const;
+
+export interface ServeOptions {
+  engine: ServeEngine;
+  /** The name clients pass as `model`. */
+  modelName: string;
+  /** Interface to listen on (default 127.0.0.1, loopback only). */
+  host?: string;
+  /** Port (default 8000; 0 picks a free one). */
+  port?: number;
+  /** When set, every request needs `Authorization: Bearer <apiKey>`. */
+  apiKey?: string | null;
+  /** Most generation requests in flight (queued, sampling or streaming); more get 429. */
+  maxConcurrent?: number;
+  /** Most new tokens per choice; also the default when a request gives no max_tokens. */
+  maxTokens?: number;
+  /** Largest request body in bytes (default 1 MiB); larger gets 413. */
+  maxBodyBytes?: number;
+  /** Batching window in ms (default 3). */
+  batchWindowMs?: number;
+  /** Most sequences per sampler call (default 64). */
+  maxBatch?: number;
+  /** Seed of the stream that draws seeds for requests that give none (default: time-based). */
+  seed?: number;
+  /** Access log sink (one line per request); default none. */
+  log?: (line: string) => void;
+}
+
+export interface ServeStats {
+  requests: number;
+  inFlight: number;
+  promptTokens: number;
+  completionTokens: number;
+  samplerCalls: number;
+  largestBatch: number;
+}
+
+export interface ServeHandle {
+  /** `http://host:port` */
+  url: string;
+  /** `http://host:port/v1`, what OpenAI clients take as base URL. */
+  baseUrl: string;
+  host: string;
+  port: number;
+  server: Server;
+  stats(): ServeStats;
+  /** Stops accepting requests, lets in-flight ones finish, then closes every connection. */
+  close(): Promise<void>;
+}
+
+function digest(s: string): Buffer {
+  return createHash("sha256").update(s).digest();
+}
+
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  extra: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    ...extra,
+  });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, err: ApiError, extra: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  sendJson(res, err.status, err.body(), extra);
+}
+
+/** Reads the body, rejecting with 413 past `limit` bytes (the rest is drained, not stored). */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers["content-length"]);
+    const tooLarge = () =>
+      new ApiError(
+        413,
+        `request body exceeds ${limit} bytes`,
+        "invalid_request_error",
+        null,
+        "request_too_large",
+      );
+    if (Number.isFinite(declared) && declared > limit) {
+      req.resume();
+      reject(tooLarge());
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > limit) over = true;
+      if (!over) chunks.push(c);
+    });
+    req.on("end", () => (over ? reject(tooLarge()) : resolve(Buffer.concat(chunks))));
+    req.on("error", reject);
+  });
+}
+
+export async function startServer(options: ServeOptions): Promise<ServeHandle> {
+  const engine = options.engine;
+  const tok = engine.tokenizer;
+  const modelName = options.modelName;
+  const host = options.host ?? SERVE_DEFAULTS.host;
+  const maxConcurrent = options.maxConcurrent ?? SERVE_DEFAULTS.maxConcurrent;
+  const maxBodyBytes = options.maxBodyBytes ?? SERVE_DEFAULTS.maxBodyBytes;
+  const limits: ServeLimits = {
+    contextLength: engine.config.contextLength,
+    maxTokens: options.maxTokens ?? SERVE_DEFAULTS.maxTokens,
+  };
+  const keyDigest = options.apiKey ? digest(options.apiKey) : null;
+  const batcher = new Batcher(engine, {
+    windowMs: options.batchWindowMs ?? SERVE_DEFAULTS.batchWindowMs,
+    maxBatch: options.maxBatch ?? SERVE_DEFAULTS.maxBatch,
+  });
+  const seeds = Rng.seeded(options.seed ?? Date.now()).derive("serve-seeds");
+  const ids = Rng.seeded(options.seed ?? Date.now()).derive("serve-ids");
+  const created = Math.floor(Date.now() / 1000);
+  const log = options.log ?? (() => {});
+  const stats: ServeStats = {
+    requests: 0,
+    inFlight: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    samplerCalls: 0,
+    largestBatch: 0,
+  };
+  let counter = 0;
+  let closing = false;
+  const idleWaiters: (() => void)[] = [];
+
+  const newId = (prefix: string): string =>
+    `${prefix}-${(++counter).toString(36)}${ids.nextU32().toString(16).padStart(8, "0")}`;
+
+  function authorized(req: IncomingMessage): boolean {
+    if (!keyDigest) return true;
+    const h = req.headers.authorization;
+    if (typeof h !== "string" || !h.startsWith("Bearer ")) return false;
+    return timingSafeEqual(digest(h.slice(7).trim()), keyDigest);
+  }
+
+  const modelCard = () => ({ id: modelName, object: "model", created, owned_by: "mage" });
+
+  function checkModel(model: string): void {
+    if (model !== modelName)
+      throw new ApiError(
+        404,
+        `the model "${model}" does not exist; this server serves "${modelName}"`,
+        "invalid_request_error",
+        "model",
+        "model_not_found",
+      );
+  }
+
+  function seedFor(requestSeed: number | null): number {
+    return requestSeed ?? seeds.nextU32();
+  }
+
+  /** Content of a generation: decoded ids without a final stop-id token, cut before a stop string. */
+  function contentOf(r: GenResult, stopIds: readonly number[]): { bodyIds: number[]; content: string } {
+    const ids = r.tokenIds;
+    const last = ids[ids.length - 1];
+    const bodyIds =
+      r.finishReason === "stop" && r.stopString === null && stopIds.includes(last) ? ids.slice(0, -1) : ids;
+    let content = tok.decode(bodyIds);
+    if (r.stopString !== null) {
+      const at = content.indexOf(r.stopString);
+      if (at >= 0) content = content.slice(0, at);
+    }
+    return { bodyIds, content };
+  }
+
+  async function handleChat(body: unknown, res: ServerResponse, aborted: () => boolean): Promise<number> {
+    const r: ChatRequest = parseChatRequest(body, limits, engine.config.vocabSize);
+    checkModel(r.model);
+    let promptIds: number[];
+    try {
+      promptIds = renderChatIds(tok, r.messages, { addGenerationPrompt: true });
+    } catch (err) {
+      throw new ApiError(
+        400,
+        err instanceof Error ? err.message : String(err),
+        "invalid_request_error",
+        "messages",
+      );
+    }
+    const maxTokens = resolveMaxTokens(
+      promptIds.length,
+      r.maxTokens,
+      limits,
+      body && (body as Record<string, unknown>).max_completion_tokens != null
+        ? "max_completion_tokens"
+        : "max_tokens",
+    );
+    const base = seedFor(r.seed);
+    const stopIds = [tok.endId];
+    const jobs: GenJob[] = Array.from({ length: r.n }, (_, i) => ({
+      promptIds,
+      sampling: { ...r.sampling, maxTokens },
+      seed: (base + i) >>> 0,
+      stopIds,
+      topLogprobs: r.logprobs ? r.topLogprobs : 0,
+    }));
+    const results = await batcher.submitAll(jobs, aborted);
+    const view = tokenView(tok, r.tokensAsIds);
+    const completionTokens = results.reduce((s, x) => s + x.tokenIds.length, 0);
+    const usage = {
+      prompt_tokens: promptIds.length,
+      completion_tokens: completionTokens,
+      total_tokens: promptIds.length + completionTokens,
+    };
+    stats.promptTokens += usage.prompt_tokens;
+    stats.completionTokens += completionTokens;
+    const id = newId("chatcmpl");
+    const now = Math.floor(Date.now() / 1000);
+    if (!r.stream) {
+      sendJson(res, 200, {
+        id,
+        object: "chat.completion",
+        created: now,
+        model: modelName,
+        system_fingerprint: `mage-${engine.kernels.name}`,
+        choices: results.map((x, index) => {
+          const { content } = contentOf(x, stopIds);
+          return {
+            index,
+            message: { role: "assistant", content },
+            logprobs: r.logprobs ? { content: chatLogprobEntries(x, view) } : null,
+            finish_reason: x.finishReason,
+            stop_reason: x.stopString,
+            token_ids: x.tokenIds,
+            seed: jobs[index].seed,
+          };
+        }),
+        usage,
+      });
+      return completionTokens;
+    }
+    startSse(res);
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+      writeSse(res, {
+        id,
+        object: "chat.completion.chunk",
+        created: now,
+        model: modelName,
+        system_fingerprint: `mage-${engine.kernels.name}`,
+        choices,
+        ...extra,
+      });
+    results.forEach((x, index) => {
+      const { bodyIds, content } = contentOf(x, stopIds);
+      const pieces = streamPieces(tok, bodyIds, content);
+      chunk([{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+      for (let t = 0; t < x.tokenIds.length; t++) {
+        chunk([
+          {
+            index,
+            delta: { content: pieces[t] ?? "" },
+            logprobs: r.logprobs ? { content: chatLogprobEntries(x, view, t, t + 1) } : null,
+            finish_reason: null,
+            token_ids: [x.tokenIds[t]],
+          },
+        ]);
+      }
+      chunk([
+        {
+          index,
+          delta: {},
+          logprobs: null,
+          finish_reason: x.finishReason,
+          stop_reason: x.stopString,
+          seed: jobs[index].seed,
+        },
+      ]);
+    });
+    if (r.includeUsage) chunk([], { usage });
+    endSse(res);
+    return completionTokens;
+  }
+
+  async function handleCompletion(
+    body: unknown,
+    res: ServerResponse,
+    aborted: () => boolean,
+  ): Promise<number> {
+    const r: CompletionRequest = parseCompletionRequest(body, limits, engine.config.vocabSize);
+    checkModel(r.model);
+    const stopIds = [tok.endId, tok.eosId];
+    const base = seedFor(r.seed);
+    const jobs: GenJob[] = [];
+    const promptLens: number[] = [];
+    for (const p of r.prompts) {
+      const promptIds = typeof p === "string" ? encodeWithSpecials(tok, p) : [...p];
+      const maxTokens = resolveMaxTokens(promptIds.length, r.maxTokens, limits);
+      promptLens.push(promptIds.length);
+      for (let i = 0; i < r.n; i++)
+        jobs.push({
+          promptIds,
+          sampling: { ...r.sampling, maxTokens },
+          seed: (base + jobs.length) >>> 0,
+          stopIds,
+          topLogprobs: r.logprobs ?? 0,
+        });
+    }
+    const results = await batcher.submitAll(jobs, aborted);
+    const view = tokenView(tok, r.tokensAsIds);
+    const completionTokens = results.reduce((s, x) => s + x.tokenIds.length, 0);
+    const promptTokens = promptLens.reduce((a, b) => a + b, 0);
+    const usage = {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    };
+    stats.promptTokens += promptTokens;
+    stats.completionTokens += completionTokens;
+    const id = newId("cmpl");
+    const now = Math.floor(Date.now() / 1000);
+    if (!r.stream) {
+      sendJson(res, 200, {
+        id,
+        object: "text_completion",
+        created: now,
+        model: modelName,
+        system_fingerprint: `mage-${engine.kernels.name}`,
+        choices: results.map((x, index) => {
+          const { content } = contentOf(x, stopIds);
+          return {
+            index,
+            text: content,
+            logprobs: r.logprobs !== null ? completionLogprobs(x, view, tok, r.logprobs) : null,
+            finish_reason: x.finishReason,
+            stop_reason: x.stopString,
+            token_ids: x.tokenIds,
+            seed: jobs[index].seed,
+          };
+        }),
+        usage,
+      });
+      return completionTokens;
+    }
+    startSse(res);
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+      writeSse(res, { id, object: "text_completion", created: now, model: modelName, choices, ...extra });
+    results.forEach((x, index) => {
+      const { bodyIds, content } = contentOf(x, stopIds);
+      const pieces = streamPieces(tok, bodyIds, content);
+      let offset = 0;
+      for (let t = 0; t < x.tokenIds.length; t++) {
+        chunk([
+          {
+            index,
+            text: pieces[t] ?? "",
+            logprobs:
+              r.logprobs !== null ? completionLogprobs(x, view, tok, r.logprobs, t, t + 1, offset) : null,
+            finish_reason: null,
+            token_ids: [x.tokenIds[t]],
+          },
+        ]);
+        offset += tok.tokenText(x.tokenIds[t]).length;
+      }
+      chunk([
+        {
+          index,
+          text: "",
+          logprobs: null,
+          finish_reason: x.finishReason,
+          stop_reason: x.stopString,
+          seed: jobs[index].seed,
+        },
+      ]);
+    });
+    if (r.includeUsage) chunk([], { usage });
+    endSse(res);
+    return completionTokens;
+  }
+
+  function startSse(res: ServerResponse): void {
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    });
+  }
+  function writeSse(res: ServerResponse, obj: unknown): void {
+    res.write(`data: ${JSON.stringify(obj)}\n\n`);
+  }
+  function endSse(res: ServerResponse): void {
+    res.end("data: [DONE]\n\n");
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const t0 = performance.now();
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const path = url.pathname.replace(/\/+$/, "") || "/";
+    let generation = false;
+    let tokens = 0;
+    stats.requests++;
+    try {
+      if (!authorized(req))
+        throw new ApiError(
+          401,
+          "missing or incorrect API key (send it as 'Authorization: Bearer KEY')",
+          "invalid_request_error",
+          null,
+          "invalid_api_key",
+        );
+      if (path === "/health" && req.method === "GET") {
+        sendJson(res, 200, { status: "ok", model: modelName });
+        return;
+      }
+      if (path === "/v1/models" && req.method === "GET") {
+        sendJson(res, 200, { object: "list", data: [modelCard()] });
+        return;
+      }
+      if (path.startsWith("/v1/models/") && req.method === "GET") {
+        checkModel(decodeURIComponent(path.slice("/v1/models/".length)));
+        sendJson(res, 200, modelCard());
+        return;
+      }
+      const isChat = path === "/v1/chat/completions";
+      const isCompletion = path === "/v1/completions";
+      if (!isChat && !isCompletion) {
+        const known = path === "/v1/models" || path === "/health";
+        throw new ApiError(
+          known ? 405 : 404,
+          known ? `${req.method} is not allowed on ${path}` : `no route ${req.method} ${path}`,
+          "invalid_request_error",
+        );
+      }
+      if (req.method !== "POST") throw new ApiError(405, `${path} takes POST`, "invalid_request_error");
+      if (closing)
+        throw new ApiError(503, "the server is shutting down", "server_error", null, "shutting_down");
+      if (stats.inFlight >= maxConcurrent)
+        throw new ApiError(
+          429,
+          `too many concurrent requests (the limit is ${maxConcurrent}); retry shortly`,
+          "rate_limit_error",
+          null,
+          "rate_limit_exceeded",
+        );
+      generation = true;
+      stats.inFlight++;
+      const raw = await readBody(req, maxBodyBytes);
+      let body: unknown;
+      try {
+        body = JSON.parse(raw.toString("utf8"));
+      } catch {
+        throw new ApiError(
+          400,
+          "the request body is not valid JSON",
+          "invalid_request_error",
+          null,
+          "invalid_json",
+        );
+      }
+      let gone = false;
+      res.on("close", () => {
+        if (!res.writableFinished) gone = true;
+      });
+      const aborted = () => gone;
+      tokens = isChat ? await handleChat(body, res, aborted) : await handleCompletion(body, res, aborted);
+    } catch (err) {
+      if (err instanceof ApiError) {
+        sendError(
+          res,
+          err,
+          err.status === 413 ? { connection: "close" } : err.status === 429 ? { "retry-after": "1" } : {},
+        );
+      } else {
+        const message = err instanceof Error ? err.message : String(err);
+        sendError(res, new ApiError(500, `internal error: ${message}`, "server_error"));
+      }
+    } finally {
+      if (generation) {
+        stats.inFlight--;
+        if (stats.inFlight === 0) for (const w of idleWaiters.splice(0)) w();
+      }
+      stats.samplerCalls = engine.calls;
+      stats.largestBatch = engine.largestBatch;
+      log(
+        `${req.method} ${path} ${res.statusCode} ${(performance.now() - t0).toFixed(1)}ms` +
+          (generation ? ` tokens=${tokens}` : ""),
+      );
+    }
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err) => {
+      if (!res.headersSent) sendJson(res, 500, new ApiError(500, String(err), "server_error").body());
+      else res.end();
+    });
+  });
+  server.keepAliveTimeout = 5000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? SERVE_DEFAULTS.port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const addr = server.address() as AddressInfo;
+  const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+  const urlBase = `http://${shownHost}:${addr.port}`;
+  let closed: Promise<void> | null = null;
+  return {
+    url: urlBase,
+    baseUrl: `${urlBase}/v1`,
+    host: addr.address,
+    port: addr.port,
+    server,
+    stats: () => ({ ...stats, samplerCalls: engine.calls, largestBatch: engine.largestBatch }),
+    close() {
+      if (closed) return closed;
+      closing = true;
+      closed = (async () => {
+        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        if (stats.inFlight > 0) await new Promise<void>((resolve) => idleWaiters.push(resolve));
+        await batcher.idle();
+        server.closeAllConnections();
+        await stopped;
+      })();
+      return closed;
+    },
+  };
+}
