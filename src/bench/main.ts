@@ -9,6 +9,8 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   puzzles: () => import("./puzzles.js"),
   gemm: () => import("./gemm.js"),
   "train-step": () => import("./train-step.js"),
+  sampling: () => import("./sampling.js"),
+  serve: () => import("./serve.js"),
 };
 
 async function main(): Promise<void> {

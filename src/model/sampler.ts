@@ -76,6 +76,18 @@ export interface GenerateOptions {
   sharePrompts?: boolean;
 }
 
+/** Where the time of the last `generate` call went. */
+export interface SamplerStats {
+  /** Prompt tokens run through the model (shared prompts count once). */
+  prefillTokens: number;
+  /** Milliseconds spent prefilling (including sampling each first token). */
+  prefillMs: number;
+  /** Decode steps (one row per active sequence each) and the tokens they produced. */
+  decodeSteps: number;
+  decodeTokens: number;
+  decodeMs: number;
+}
+
 /** A prompt plus the tokens to generate do not fit in the model's context. */
 export class ContextLengthError extends UsageError {
   constructor(
@@ -231,10 +243,14 @@ export class Sampler {
   private gate = new Float32Array(0);
   private up = new Float32Array(0);
   private scores = new Float32Array(0);
+  /** One head's attention output, accumulated in float64. */
+  private readonly headAcc: Float64Array;
   private gathered = new Float32Array(0);
   /** Logits of the rows that asked for them, [n, vocabSize]. */
   logits = new Float32Array(0);
 
+  /** Timings of the last `generate` call. */
+  stats: SamplerStats = { prefillTokens: 0, prefillMs: 0, decodeSteps: 0, decodeTokens: 0, decodeMs: 0 };
   private weights: BoundWeights | null = null;
   private pool: KvCache[] = [];
 
@@ -253,6 +269,7 @@ export class Sampler {
       }
     }
     this.tokenSampler = new TokenSampler(config.vocabSize);
+    this.headAcc = new Float64Array(this.headDim);
   }
 
   /** Resolves the weight tensors for the following forward calls. */
@@ -339,6 +356,7 @@ export class Sampler {
     const c = this.config;
     const seqs: SeqState[] = requests.map((req, i) => this.prepare(req, i, options));
     this.bind(params);
+    this.stats = { prefillTokens: 0, prefillMs: 0, decodeSteps: 0, decodeTokens: 0, decodeMs: 0 };
     const maxConcurrent = options.maxConcurrent ?? 64;
     const budget = options.kvCacheBytes ?? 512 * 1024 * 1024;
     const perPos = 2 * c.nLayers * c.dModel * 4;
@@ -457,8 +475,10 @@ export class Sampler {
         block = [];
         rows = 0;
       };
+      const t0 = performance.now();
       for (const s of leaders) {
         const len = s.req.promptIds.length;
+        this.stats.prefillTokens += len;
         for (let from = 0; from < len; from += chunk) {
           const to = Math.min(len, from + chunk);
           if (rows + (to - from) > chunk) flush();
@@ -467,6 +487,8 @@ export class Sampler {
         }
       }
       flush();
+      const t1 = performance.now();
+      this.stats.prefillMs += t1 - t0;
 
       // Decode: one row per active sequence per step.
       const active = wave.filter((s) => !s.done);
@@ -482,6 +504,8 @@ export class Sampler {
           this.rowLogit[r] = r;
         }
         this.forward(nActive, nActive);
+        this.stats.decodeSteps++;
+        this.stats.decodeTokens += nActive;
         let w = 0;
         for (let r = 0; r < nActive; r++) {
           const s = active[r];
@@ -491,6 +515,7 @@ export class Sampler {
         }
         nActive = w;
       }
+      this.stats.decodeMs += performance.now() - t1;
     } finally {
       for (const s of wave) this.releaseCache(s.cache);
     }
@@ -591,7 +616,9 @@ export class Sampler {
       if (!(t >= 0 && t < c.vocabSize)) throw new UsageError(`token id ${t} is outside [0, ${c.vocabSize})`);
       const pos = this.rowPos[r];
       if (pos >= c.contextLength) throw new ContextLengthError(pos + 1, c.contextLength, "a sequence");
-      x.set(W.embd.subarray(t * d, t * d + d), r * d);
+      const eo = t * d;
+      const xo = r * d;
+      for (let i = 0; i < d; i++) x[xo + i] = W.embd[eo + i];
     }
     const scale = 1 / Math.sqrt(hd);
     for (let l = 0; l < c.nLayers; l++) {
@@ -622,8 +649,12 @@ export class Sampler {
         }
         const cache = this.rowCache[r];
         const co = (l * cache.capacity + pos) * d;
-        cache.k.set(k.subarray(r * d, r * d + d), co);
-        cache.v.set(v.subarray(r * d, r * d + d), co);
+        const ck = cache.k;
+        const cv = cache.v;
+        for (let i = 0, ro2 = r * d; i < d; i++) {
+          ck[co + i] = k[ro2 + i];
+          cv[co + i] = v[ro2 + i];
+        }
       }
       // Causal attention per segment (consecutive rows of one cache at consecutive positions).
       let r0 = 0;
@@ -678,25 +709,39 @@ export class Sampler {
     return this.scores;
   }
 
-  /** Attention of one row against its cache positions [0, pos]. */
+  /**
+   * Attention of one row against its cache positions [0, pos], in plain loops (a GEMV per
+   * head is memory-bound and too small to pay for a kernel call).
+   */
   private attendOne(r: number, cache: KvCache, l: number, scale: number): void {
     const d = this.config.dModel;
     const hd = this.headDim;
-    const pos = this.rowPos[r];
-    const len = pos + 1;
+    const len = this.rowPos[r] + 1;
     const s = this.ensureScores(len);
-    const { q, att } = this;
+    const acc = this.headAcc;
+    const q = this.q;
+    const att = this.att;
     const K = cache.k;
     const V = cache.v;
     const lo = l * cache.capacity * d;
+    const hd4 = hd & ~3;
     for (let h = 0; h < this.config.nHeads; h++) {
       const qo = r * d + h * hd;
       let max = Number.NEGATIVE_INFINITY;
-      for (let j = 0; j < len; j++) {
-        const ko = lo + j * d + h * hd;
-        let dot = 0;
-        for (let i = 0; i < hd; i++) dot += q[qo + i] * K[ko + i];
-        const sc = dot * scale;
+      for (let j = 0, ko = lo + h * hd; j < len; j++, ko += d) {
+        let d0 = 0;
+        let d1 = 0;
+        let d2 = 0;
+        let d3 = 0;
+        let i = 0;
+        for (; i < hd4; i += 4) {
+          d0 += q[qo + i] * K[ko + i];
+          d1 += q[qo + i + 1] * K[ko + i + 1];
+          d2 += q[qo + i + 2] * K[ko + i + 2];
+          d3 += q[qo + i + 3] * K[ko + i + 3];
+        }
+        for (; i < hd; i++) d0 += q[qo + i] * K[ko + i];
+        const sc = (d0 + d1 + (d2 + d3)) * scale;
         s[j] = sc;
         if (sc > max) max = sc;
       }
@@ -706,14 +751,13 @@ export class Sampler {
         s[j] = e;
         sum += e;
       }
-      const inv = 1 / sum;
-      const ao = r * d + h * hd;
-      att.fill(0, ao, ao + hd);
-      for (let j = 0; j < len; j++) {
-        const p = s[j] * inv;
-        const vo = lo + j * d + h * hd;
-        for (let i = 0; i < hd; i++) att[ao + i] += p * V[vo + i];
+      acc.fill(0);
+      for (let j = 0, vo = lo + h * hd; j < len; j++, vo += d) {
+        const p = s[j];
+        for (let i = 0; i < hd; i++) acc[i] += p * V[vo + i];
       }
+      const inv = 1 / sum;
+      for (let i = 0; i < hd; i++) att[qo + i] = acc[i] * inv;
     }
   }
 

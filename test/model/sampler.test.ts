@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import { Rng } from "../../src/core/rng.js";
 import { type ModelConfig, validateModelConfig } from "../../src/model/config.js";
 import { jsKernels } from "../../src/model/kernels/js.js";
+import { wasmKernels, wasmSimdSupported } from "../../src/model/kernels/wasm.js";
 import { initParams } from "../../src/model/params.js";
 import {
   ContextLengthError,
@@ -301,6 +302,33 @@ describe("Sampler.generate", () => {
       sharePrompts: false,
     });
     assert.deepEqual(unshared, inBatch);
+  });
+
+  it("with the wasm kernel: batch-independent bit for bit and exact log-probs", {
+    skip: !wasmSimdSupported(),
+  }, () => {
+    const wasm = wasmKernels();
+    const reqs = Array.from(
+      { length: 6 },
+      (_, i): SampleRequest => ({
+        promptIds: randomPrompt(900 + i, 3 + 4 * i),
+        sampling: sampling({ maxTokens: 10, temperature: i % 2 === 0 ? 1 : 0.7, topK: i % 4 === 1 ? 12 : 0 }),
+        seed: i,
+      }),
+    );
+    const s = new Sampler(CFG, wasm);
+    const alone = reqs.map((r) => s.generate(W, [r])[0]);
+    assert.deepEqual(s.generate(W, reqs), alone);
+    assert.deepEqual(s.generate(W, [...reqs].reverse()).reverse(), alone);
+    let maxErr = 0;
+    for (const i of [0, 2, 4]) {
+      const ref = referenceLogits(W, CFG, [...reqs[i].promptIds, ...alone[i].tokenIds]);
+      alone[i].tokenIds.forEach((tok, j) => {
+        const lp = logSoftmax(ref[reqs[i].promptIds.length - 1 + j])[tok];
+        maxErr = Math.max(maxErr, Math.abs(lp - alone[i].logprobs[j]));
+      });
+    }
+    assert.ok(maxErr <= 1e-4, `max log-prob difference ${maxErr}`);
   });
 
   it("top-k = 1 equals greedy, with log-prob 0", () => {
