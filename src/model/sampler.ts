@@ -66,7 +66,7 @@ export interface SampleOutput {
 export interface GenerateOptions {
   /** Needed when any request has stop strings: turns sampled ids into text. */
   decode?: (ids: readonly number[]) => string;
-  /** Most prompt rows per prefill block (default 256). Long prompts split at fixed offsets. */
+  /** Most prompt rows per prefill block (default 512). Long prompts split at fixed offsets. */
   prefillChunk?: number;
   /** Most sequences decoded together (default 64); more requests run in successive waves. */
   maxConcurrent?: number;
@@ -418,7 +418,7 @@ export class Sampler {
   }
 
   private runWave(wave: SeqState[], options: GenerateOptions): void {
-    const chunk = Math.max(1, options.prefillChunk ?? 256);
+    const chunk = Math.max(1, options.prefillChunk ?? 512);
     const share = options.sharePrompts ?? true;
     for (const s of wave) s.cache = this.newCache(s.req.promptIds.length + s.maxTokens);
     try {
