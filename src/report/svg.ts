@@ -94,7 +94,7 @@ export interface BarChartOptions {
 }
 
 const FONT = "Helvetica, Arial, sans-serif";
-const CHAR_W = 6.8; // average width of a 12px sans-serif character, for layout estimates
+const CHAR_W = 7.4; // generous width of a 12px sans-serif character (DejaVu runs wider than Helvetica)
 const LEGEND_MAX_CHARS = 34;
 
 export function escapeXml(s: string): string {
@@ -188,11 +188,15 @@ function header(width: number, height: number, title: string): string[] {
 }
 
 function titles(out: string[], f: Frame, title: string, subtitle?: string): void {
+  // Cut what would run past the right edge (the full title stays in the document's <title>).
+  const room = f.width - f.left - 8;
   out.push(
-    `<text x="${n(f.left)}" y="20" font-size="14" font-weight="bold" fill="#222222">${escapeXml(title)}</text>`,
+    `<text x="${n(f.left)}" y="20" font-size="14" font-weight="bold" fill="#222222">${escapeXml(truncate(title, Math.floor(room / 8.6)))}</text>`,
   );
   if (subtitle) {
-    out.push(`<text x="${n(f.left)}" y="36" font-size="11" fill="#555555">${escapeXml(subtitle)}</text>`);
+    out.push(
+      `<text x="${n(f.left)}" y="36" font-size="11" fill="#555555">${escapeXml(truncate(subtitle, Math.floor(room / 6.2)))}</text>`,
+    );
   }
 }
 
@@ -276,7 +280,7 @@ interface LegendEntry {
 function legendWidth(entries: readonly LegendEntry[]): number {
   if (entries.length === 0) return 16;
   const chars = Math.max(...entries.map((e) => Math.min(e.name.length, LEGEND_MAX_CHARS)));
-  return Math.ceil(40 + chars * CHAR_W);
+  return Math.ceil(48 + chars * CHAR_W);
 }
 
 function legend(out: string[], f: Frame, entries: readonly LegendEntry[]): void {
