@@ -8,7 +8,9 @@ export function paramsFromMap(config: ModelConfig, tensors: ReadonlyMap<string, 
     const t = tensors.get(spec.name);
     if (!t) throw new Error(`checkpoint has no tensor "${spec.name}"`);
     if (t.length !== p.tensors[i].length) {
-      throw new Error(`checkpoint tensor "${spec.name}" has ${t.length} values, expected ${p.tensors[i].length}`);
+      throw new Error(
+        `checkpoint tensor "${spec.name}" has ${t.length} values, expected ${p.tensors[i].length}`,
+      );
     }
     p.tensors[i].set(t);
   });

@@ -47,12 +47,13 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /** Overrides of the per-game pretraining defaults (`PRETRAIN_DEFAULTS`); unset fields keep them. */
     pretrain: z
       .object({
-        steps: z.number().int().min(0).default(300),
-        batchSequences: z.number().int().positive().default(16),
-        lr: z.number().positive().default(3e-3),
-        trials: z.number().int().positive().default(2000),
+        steps: z.number().int().min(0).optional(),
+        corpusTrials: z.number().int().positive().optional(),
+        batchTokens: z.number().int().positive().optional(),
+        lr: z.number().positive().optional(),
       })
       .strict()
       .prefault({}),
