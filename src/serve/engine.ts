@@ -176,8 +176,13 @@ export class ServeEngine {
 }
 
 export interface BatcherOptions {
-  /** How long the first job of a batch waits for company, in ms (default 3). */
+  /**
+   * A batch is sampled once no new job has arrived for `windowMs` (default 5), or `maxWaitMs`
+   * after its first job (default 50), or as soon as `maxBatch` jobs wait.
+   */
   windowMs?: number;
+  /** Longest wait of a batch's first job before sampling starts, in ms (default 50). */
+  maxWaitMs?: number;
   /** Most sequences per sampler call (default 64). */
   maxBatch?: number;
 }
@@ -190,15 +195,19 @@ interface Pending {
 }
 
 /**
- * Collects jobs for up to `windowMs` after the first one arrives (or until `maxBatch` are
- * waiting), then runs them in one `engine.run`. While a batch runs (synchronously), new
- * requests wait in the event loop and form the next batch.
+ * Collects jobs while they keep arriving — until none has come for `windowMs`, the first has
+ * waited `maxWaitMs`, or `maxBatch` are waiting — then runs them in one `engine.run`. While a
+ * batch runs (synchronously), new requests wait in the event loop and form the next batch.
  */
 export class Batcher {
   readonly windowMs: number;
+  readonly maxWaitMs: number;
   readonly maxBatch: number;
+  /** Sizes of the batches run so far (the last 1,000). */
+  readonly batchSizes: number[] = [];
   private queue: Pending[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private firstAt = 0;
   private running = false;
   private idleWaiters: (() => void)[] = [];
 
@@ -206,7 +215,8 @@ export class Batcher {
     private readonly engine: ServeEngine,
     options: BatcherOptions = {},
   ) {
-    this.windowMs = options.windowMs ?? 3;
+    this.windowMs = options.windowMs ?? 5;
+    this.maxWaitMs = Math.max(this.windowMs, options.maxWaitMs ?? 50);
     this.maxBatch = options.maxBatch ?? 64;
   }
 
@@ -236,7 +246,12 @@ export class Batcher {
       this.running = true;
       return;
     }
-    if (!this.timer) this.timer = setTimeout(() => this.flush(), this.windowMs);
+    // Restart the quiet-gap timer on every arrival, but never past maxWaitMs after the first job.
+    const now = performance.now();
+    if (!this.timer) this.firstAt = now;
+    else clearTimeout(this.timer);
+    const delay = Math.max(0, Math.min(this.windowMs, this.firstAt + this.maxWaitMs - now));
+    this.timer = setTimeout(() => this.flush(), delay);
   }
 
   private flush(): void {
@@ -248,6 +263,8 @@ export class Batcher {
       const batch = live.slice(0, this.maxBatch);
       this.queue = live.slice(this.maxBatch);
       if (batch.length === 0) return;
+      this.batchSizes.push(batch.length);
+      if (this.batchSizes.length > 1000) this.batchSizes.shift();
       let results: GenResult[];
       try {
         results = this.engine.run(

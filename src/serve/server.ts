@@ -47,7 +47,8 @@ export const SERVE_DEFAULTS = {
   maxConcurrent: 64,
   maxTokens: 256,
   maxBodyBytes: 1024 * 1024,
-  batchWindowMs: 3,
+  batchWindowMs: 5,
+  batchMaxWaitMs: 50,
   maxBatch: 64,
 } as const;
 
@@ -67,8 +68,10 @@ export interface ServeOptions {
   maxTokens?: number;
   /** Largest request body in bytes (default 1 MiB); larger gets 413. */
   maxBodyBytes?: number;
-  /** Batching window in ms (default 3). */
+  /** A batch starts once no request has arrived for this many ms (default 5)... */
   batchWindowMs?: number;
+  /** ...or this many ms after its first request arrived (default 50). */
+  batchMaxWaitMs?: number;
   /** Most sequences per sampler call (default 64). */
   maxBatch?: number;
   /** Seed of the stream that draws seeds for requests that give none (default: time-based). */
@@ -170,6 +173,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
   const keyDigest = options.apiKey ? digest(options.apiKey) : null;
   const batcher = new Batcher(engine, {
     windowMs: options.batchWindowMs ?? SERVE_DEFAULTS.batchWindowMs,
+    maxWaitMs: options.batchMaxWaitMs ?? SERVE_DEFAULTS.batchMaxWaitMs,
     maxBatch: options.maxBatch ?? SERVE_DEFAULTS.maxBatch,
   });
   const seeds = Rng.seeded(options.seed ?? Date.now()).derive("serve-seeds");
@@ -549,7 +553,9 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       else res.end();
     });
   });
-  server.keepAliveTimeout = 5000;
+  // A batch blocks the event loop while it samples; a short keep-alive timeout would then fire
+  // late, right when a client reuses the idle connection (ECONNRESET). Keep idle sockets longer.
+  server.keepAliveTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? SERVE_DEFAULTS.port, host, () => {

@@ -15,7 +15,7 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage serve --checkpoint DIR [--host 127.0.0.1] [--port 8000] [--api-key-env NAME] " +
   "[--max-concurrent N] [--max-tokens N] [--model-name NAME] [--kernels auto|js|wasm|native] " +
-  "[--max-batch N] [--batch-window-ms MS] [--max-body-bytes N] [--seed S] [--quiet]";
+  "[--max-batch N] [--batch-window-ms MS] [--batch-max-wait-ms MS] [--max-body-bytes N] [--seed S] [--quiet]";
 
 function intFlag(name: string, value: string | undefined, min: number, fallback: number): number {
   if (value === undefined) return fallback;
@@ -54,6 +54,7 @@ export async function startServeFromArgs(
         kernels: { type: "string" },
         "max-batch": { type: "string" },
         "batch-window-ms": { type: "string" },
+        "batch-max-wait-ms": { type: "string" },
         "max-body-bytes": { type: "string" },
         seed: { type: "string" },
         quiet: { type: "boolean", default: false },
@@ -82,6 +83,12 @@ export async function startServeFromArgs(
     values["batch-window-ms"] as string,
     0,
     SERVE_DEFAULTS.batchWindowMs,
+  );
+  const maxWaitMs = intFlag(
+    "batch-max-wait-ms",
+    values["batch-max-wait-ms"] as string,
+    0,
+    SERVE_DEFAULTS.batchMaxWaitMs,
   );
   const maxBody = intFlag(
     "max-body-bytes",
@@ -126,6 +133,7 @@ export async function startServeFromArgs(
     maxTokens,
     maxBatch,
     batchWindowMs: windowMs,
+    batchMaxWaitMs: maxWaitMs,
     maxBodyBytes: maxBody,
     seed,
     log: quiet ? undefined : log,
