@@ -497,6 +497,10 @@ describe("mage serve: API key and limits", () => {
     );
     await assert.rejects(startServeFromArgs(["--checkpoint", ckptDir, "--max-tokens", "0"], {}), UsageError);
     await assert.rejects(startServeFromArgs(["--checkpoint", join(dir, "nope")], {}), UsageError);
+    await assert.rejects(
+      startServeFromArgs(["--checkpoint", ckptDir, "--port", String(handle.port), "--quiet"], {}, () => {}),
+      (e: unknown) => e instanceof UsageError && /in use/.test(e.message),
+    );
 
     const child = spawn(
       process.execPath,

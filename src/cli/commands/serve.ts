@@ -116,11 +116,16 @@ export async function startServeFromArgs(
     throw new UsageError(`--checkpoint ${dir}: ${err instanceof Error ? err.message : String(err)}`);
   }
   const kernels = await selectKernels((values.kernels as string | undefined) ?? "auto", env);
-  const engine = new ServeEngine({
-    params: paramsFromMap(ckpt.config, ckpt.params),
-    tokenizer: ckpt.tokenizer,
-    kernels,
-  });
+  let engine: ServeEngine;
+  try {
+    engine = new ServeEngine({
+      params: paramsFromMap(ckpt.config, ckpt.params),
+      tokenizer: ckpt.tokenizer,
+      kernels,
+    });
+  } catch (err) {
+    throw new UsageError(`--checkpoint ${dir}: ${err instanceof Error ? err.message : String(err)}`);
+  }
   const modelName = (values["model-name"] as string | undefined) ?? basename(ckpt.dir);
   const quiet = values.quiet === true;
   const handle = await startServer({
@@ -137,6 +142,12 @@ export async function startServeFromArgs(
     maxBodyBytes: maxBody,
     seed,
     log: quiet ? undefined : log,
+  }).catch((err: NodeJS.ErrnoException) => {
+    if (err?.code === "EADDRINUSE")
+      throw new UsageError(`--port ${port}: the address ${host}:${port} is in use`);
+    if (err?.code === "EADDRNOTAVAIL" || err?.code === "ENOTFOUND")
+      throw new UsageError(`--host ${host}: cannot listen on this address (${err.code})`);
+    throw err;
   });
   log(
     `mage serve: "${modelName}" (${ckpt.config.nLayers} layers, d ${ckpt.config.dModel}, kernels ${kernels.name}) ` +
