@@ -1,0 +1,126 @@
+/**
+ * `mage pretrain`: the supervised warm start of the embedded model on transcripts of unskilled
+ * scripted players (see `src/train/pretrain/run.ts`). Writes a checkpoint directory with
+ * `pretrain-report.json` and prints the checks against the model issue's targets.
+ */
+import { parseArgs } from "node:util";
+import { expectChoice, UsageError } from "../../core/errors.js";
+import { PRESET_NAMES } from "../../model/config.js";
+import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
+import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
+import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
+import type { Command } from "../command.js";
+
+const USAGE =
+  "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
+  "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
+  "[--lr X] [--batch-tokens N] [--json]";
+
+function intFlag(name: string, v: string | undefined, min: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min) {
+    throw new UsageError(`--${name} must be an integer ≥ ${min}, got "${v}"`);
+  }
+  return n;
+}
+
+function numberFlag(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n <= 0)
+    throw new UsageError(`--${name} must be a number > 0, got "${v}"`);
+  return n;
+}
+
+function pct(x: number): string {
+  return `${(100 * x).toFixed(1)}%`;
+}
+
+/** The human-readable summary of a report. */
+export function formatPretrainReport(r: PretrainReport): string {
+  const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const lines = [
+    `mage pretrain --game ${r.game}: ${r.model.preset} model (${r.model.parameters} parameters, vocab ${r.tokenizer.vocabSize}), kernels ${r.kernels}`,
+    `  corpus   ${r.corpus.trials} trials, ${r.corpus.tokens} tokens, ${r.corpus.playResponses} play answers (${r.corpus.malformed} malformed), ${r.corpus.reflections} reflections  [${sec(r.timings.corpusMs + r.timings.tokenizerMs)}]`,
+    `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [${sec(r.timings.sftMs)}]`,
+  ];
+  const e = r.evaluation;
+  if (e) {
+    lines.push(
+      `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid  [${sec(r.timings.evalMs)}]`,
+    );
+    for (const t of e.targets) {
+      const v = t.name.includes("bits") ? t.value.toFixed(2) : pct(t.value);
+      const th = t.name.includes("bits") ? t.threshold.toFixed(2) : pct(t.threshold);
+      lines.push(`    ${t.met ? "ok  " : "MISS"} ${t.name}: ${v} (target ≥ ${th})`);
+    }
+    const sampled = Object.entries(e.entropy.sampledBySeat)
+      .map(([seat, b]) => `${seat} ${b.toFixed(2)}`)
+      .join(", ");
+    if (sampled) lines.push(`    sampled first-answer entropy (bits, plug-in): ${sampled}`);
+    const reasons = Object.entries(e.invalidReasons);
+    if (reasons.length > 0)
+      lines.push(`    invalid play answers: ${reasons.map(([k, n]) => `${n}× ${k}`).join("; ")}`);
+  }
+  lines.push(
+    `  wrote    ${r.out} (${REPORT_FILE})  total ${sec(r.timings.totalMs)} wall, ${sec(r.cpu.totalMs)} CPU (sft ${sec(r.cpu.sftMs)}, checks ${sec(r.cpu.evalMs)})`,
+  );
+  return lines.join("\n");
+}
+
+export const command: Command = {
+  name: "pretrain",
+  summary: "supervised warm start of the embedded model on unskilled scripted play",
+  usage: USAGE,
+  async run(argv: string[]): Promise<number> {
+    let values: Record<string, string | boolean | undefined>;
+    try {
+      ({ values } = parseArgs({
+        args: argv,
+        options: {
+          game: { type: "string" },
+          preset: { type: "string" },
+          out: { type: "string" },
+          steps: { type: "string" },
+          seed: { type: "string" },
+          kernels: { type: "string" },
+          "corpus-trials": { type: "string" },
+          "eval-trials": { type: "string" },
+          lr: { type: "string" },
+          "batch-tokens": { type: "string" },
+          json: { type: "boolean", default: false },
+        },
+        strict: true,
+        allowPositionals: false,
+      }));
+    } catch (err) {
+      throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
+    }
+    const str = (k: string) => values[k] as string | undefined;
+    if (str("game") === undefined)
+      throw new UsageError(`--game is required; valid choices: ${PRETRAIN_GAMES.join(", ")}`);
+    const game = expectChoice("game", str("game")!, PRETRAIN_GAMES);
+    const preset =
+      str("preset") === undefined ? undefined : expectChoice("preset", str("preset")!, PRESET_NAMES);
+    const kernels =
+      str("kernels") === undefined ? undefined : expectChoice("kernels", str("kernels")!, KERNEL_PREFERENCES);
+    const report = await runPretrain({
+      game,
+      preset,
+      kernels,
+      out: str("out"),
+      steps: intFlag("steps", str("steps"), 1),
+      seed: intFlag("seed", str("seed"), 0),
+      corpusTrials: intFlag("corpus-trials", str("corpus-trials"), 1),
+      evalTrials: intFlag("eval-trials", str("eval-trials"), 1),
+      batchTokens: intFlag("batch-tokens", str("batch-tokens"), 1),
+      lr: numberFlag("lr", str("lr")),
+      progress: values.json ? null : process.stderr,
+    });
+    process.stdout.write(
+      values.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatPretrainReport(report)}\n`,
+    );
+    return 0;
+  },
+};

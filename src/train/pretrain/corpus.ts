@@ -1,0 +1,540 @@
+/**
+ * The pretraining corpus: whole compact-style trials played by unskilled scripted players
+ * through the real trial runner.
+ *
+ * The players know the answer format and the rules' surface, never the strategy:
+ * - play: a uniformly random legal action read off the current observation
+ *   (`<action>BET</action>`, `<action>(2, 3)</action>`, `<action>up, left</action>`), except that
+ *   a share `malformedRate` (default 2%) of play answers is deliberately malformed, in varied
+ *   ways (missing tags, an unclosed tag, a wrong word, an off-board or occupied cell, too many
+ *   moves), so the transcripts show the task's invalid-action feedback;
+ * - reflect: `<remark>…</remark>` filled from templates that say what happened in the attempt
+ *   (the card held, the moves made, the opponent's replies, how it ended, the result), never
+ *   what would have been better.
+ *
+ * Everything is keyed by the caller's `Rng`: the same seed gives the same corpus byte for byte.
+ */
+import { expectChoice } from "../../core/errors.js";
+import type { Rng } from "../../core/rng.js";
+import { extractTag } from "../../core/tags.js";
+import { lastUserMessage, ScriptedAgent, type ScriptedBehaviour } from "../../policy/scripted-agent.js";
+import type { ChatMessage, SamplingParams } from "../../policy/types.js";
+import { runTrials } from "../../rollout/runner.js";
+import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
+import { assignGroups, type PoolEntry } from "../../tasks/population.js";
+import { loadTask } from "../../tasks/registry.js";
+
+export const PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
+export type PretrainGame = (typeof PRETRAIN_GAMES)[number];
+
+/** The reference's training pools (mage-reference §6): Kuhn 0.3/0.3/0.4; TicTacToe MCTS, 6 preferred orders, random ×2. */
+export const DEFAULT_POOLS: Record<PretrainGame, readonly PoolEntry[] | null> = {
+  kuhn: [
+    { spec: "conservative", weight: 0.3 },
+    { spec: "aggressive", weight: 0.3 },
+    { spec: "intermediate", weight: 0.4 },
+  ],
+  tictactoe: [
+    { spec: "mcts:100", weight: 1 },
+    ...[1, 2, 3, 4, 5, 6].map((i) => ({ spec: `preferred:${i}`, weight: 1 })),
+    { spec: "random", weight: 2 },
+  ],
+  sokoban: null,
+  minesweeper: null,
+};
+
+/** What a corpus trial's assistant message is. */
+export type ResponseKind = "action" | "malformed" | "reflection";
+
+export interface CorpusTrial {
+  opponent: string | null;
+  seat: string | null;
+  /** Whether the runner used hindsight reflect prompts for this trial. */
+  hindsight: boolean;
+  /** The whole trial as one append-only chat (system, then user/assistant turns), no token ids. */
+  messages: ChatMessage[];
+  /** Kind of each assistant message, in order. */
+  kinds: ResponseKind[];
+  attempts: number;
+  won: boolean;
+}
+
+export interface CorpusStats {
+  trials: number;
+  playResponses: number;
+  malformed: number;
+  reflections: number;
+}
+
+export interface Corpus {
+  game: PretrainGame;
+  trials: CorpusTrial[];
+  stats: CorpusStats;
+}
+
+export interface CorpusOptions {
+  game: string;
+  /** Number of trials (each its own task instance). */
+  trials: number;
+  rng: Rng;
+  /** Attempts per trial (default 3). */
+  attempts?: number;
+  /** Share of play answers that are deliberately malformed (default 0.02). */
+  malformedRate?: number;
+  /** Opponent pool (default `DEFAULT_POOLS[game]`). */
+  pool?: readonly PoolEntry[] | null;
+  /** Share of trials run with hindsight reflect prompts (default 0.5). */
+  hindsightShare?: number;
+}
+
+/** The game name, or a UsageError listing the valid ones. */
+export function checkPretrainGame(game: string): PretrainGame {
+  return expectChoice("game", game, PRETRAIN_GAMES);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reading the prompt
+
+/** The messages of the attempt in progress: its first user message and what followed. */
+interface AttemptView {
+  /** First user message of the attempt (holds "Attempt N." and the initial observation). */
+  lead: string;
+  /** The agent's responses in the attempt, each with the user message that answered it. */
+  turns: { response: string; after: string }[];
+}
+
+const ATTEMPT_LINE = /^Attempt \d+\.$/m;
+
+function attemptView(messages: readonly ChatMessage[]): AttemptView {
+  let start = -1;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].role === "user" && ATTEMPT_LINE.test(messages[i].content)) {
+      start = i;
+      break;
+    }
+  }
+  if (start < 0) return { lead: lastUserMessage(messages), turns: [] };
+  const turns: { response: string; after: string }[] = [];
+  for (let i = start + 1; i < messages.length; i++) {
+    if (messages[i].role !== "assistant") continue;
+    const next = messages[i + 1];
+    turns.push({ response: messages[i].content, after: next?.role === "user" ? next.content : "" });
+  }
+  return { lead: messages[start].content, turns };
+}
+
+/** The moves of valid turns (a turn is invalid when the reply to it starts with "Invalid:"). */
+function validMoves(view: AttemptView): string[] {
+  const out: string[] = [];
+  for (const t of view.turns) {
+    if (t.after.startsWith("Invalid:")) continue;
+    const tag = extractTag(t.response, "action");
+    if (tag.ok) out.push(tag.content);
+  }
+  return out;
+}
+
+function invalidCount(view: AttemptView): number {
+  return view.turns.filter((t) => t.after.startsWith("Invalid:")).length;
+}
+
+/** Lines of the reflect prompt before its question: how the attempt ended. */
+function endLines(messages: readonly ChatMessage[]): string[] {
+  return lastUserMessage(messages)
+    .split("\n")
+    .filter((l) => l.length > 0 && !l.startsWith("Reflect:"));
+}
+
+/** The compact outcome line ("Lost -2.", "Draw.", "Out of turns."): the last end line that looks like one. */
+function outcomeLine(lines: readonly string[]): string {
+  const known = /^(Won|Lost|Draw|Out of|No move|Not won|Cleared|Solved|Stuck)/;
+  for (let i = lines.length - 1; i >= 0; i--) if (known.test(lines[i])) return lines[i];
+  return lines[lines.length - 1] ?? "No result.";
+}
+
+function listText(items: readonly string[], empty: string): string {
+  return items.length === 0 ? empty : items.join(", ");
+}
+
+function invalidNote(n: number): string {
+  return n === 0 ? "" : n === 1 ? " One answer was invalid." : ` ${n} answers were invalid.`;
+}
+
+function remark(text: string): string {
+  return `<remark>${text.replace(/\s+/g, " ").trim()}</remark>`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the players
+
+/** A deliberately malformed play answer: which kinds a game has and how each is written. */
+type MalformedWriter = (legal: readonly string[], messages: readonly ChatMessage[], rng: Rng) => string;
+
+interface GamePlayer {
+  legal(messages: readonly ChatMessage[]): string[];
+  malformed: Record<string, MalformedWriter>;
+  reflection(messages: readonly ChatMessage[], rng: Rng): string;
+}
+
+function playerBehaviour(p: GamePlayer, malformedRate: number): ScriptedBehaviour {
+  const kinds = Object.keys(p.malformed);
+  return {
+    play(messages, rng) {
+      const legal = p.legal(messages);
+      if (legal.length === 0) throw new Error("scripted player: no legal action in the prompt");
+      if (rng.derive("malformed?").float() < malformedRate) {
+        const kind = rng.derive("kind").pick(kinds);
+        return p.malformed[kind](legal, messages, rng.derive("malformed", kind));
+      }
+      return `<action>${rng.derive("move").pick(legal)}</action>`;
+    },
+    reflect(messages, rng) {
+      return p.reflection(messages, rng);
+    },
+  };
+}
+
+// ---- Kuhn ----
+
+const KUHN_MOVES = ["PASS", "BET"];
+
+/** The action sequence of the hand as far as the prompt shows it, as ["You: BET", "Opp: PASS", …]. */
+function kuhnSequence(view: AttemptView, end: readonly string[]): string[] {
+  let seq: string[] = [];
+  const obs = [view.lead, ...view.turns.map((t) => t.after)];
+  for (const text of obs) {
+    const line = text.split("\n").find((l) => l.startsWith("Card:"));
+    if (line) seq = [...line.matchAll(/(You|Opp): (PASS|BET)\./g)].map((m) => `${m[1]}: ${m[2]}`);
+  }
+  const last = view.turns[view.turns.length - 1];
+  if (last && !last.after.startsWith("Invalid:") && !last.after.includes("Card:")) {
+    // The final turn: the reflect prompt's first line holds the replies that ended the hand.
+    const tag = extractTag(last.response, "action");
+    if (tag.ok) seq.push(`You: ${tag.content.toUpperCase()}`);
+    for (const m of (end[0] ?? "").matchAll(/Opp: (PASS|BET)\./g)) seq.push(`Opp: ${m[1]}`);
+  }
+  return seq;
+}
+
+const kuhnPlayer: GamePlayer = {
+  legal: () => [...KUHN_MOVES],
+  malformed: {
+    "no-tags": (legal, _m, rng) => rng.pick(legal),
+    unclosed: (legal, _m, rng) => `<action>${rng.pick(legal)}`,
+    "wrong-word": (_l, _m, rng) => `<action>${rng.pick(["CALL", "FOLD", "CHECK", "RAISE"])}</action>`,
+    empty: () => "<action></action>",
+  },
+  reflection(messages, rng) {
+    const view = attemptView(messages);
+    const end = endLines(messages);
+    const card = /Card: ([JQK])\./.exec(view.lead)?.[1] ?? "?";
+    const seq = kuhnSequence(view, end);
+    const mine = seq.filter((s) => s.startsWith("You")).map((s) => s.slice(5));
+    const showdown = end.map((l) => /Showdown: you ([JQK]), opp ([JQK])\./.exec(l)).find((m) => m);
+    const hindsight = end.map((l) => /Opp had ([JQK])\./.exec(l)).find((m) => m);
+    const oppCard = showdown?.[2] ?? hindsight?.[1];
+    const folded = end.find((l) => /folded\./.test(l));
+    const how = showdown
+      ? `Showdown, opp had ${showdown[2]}.`
+      : folded
+        ? `${folded.includes("You folded") ? "I folded" : "Opp folded"}${oppCard ? `, opp had ${oppCard}` : ""}.`
+        : "";
+    const result = outcomeLine(end);
+    const seqText = listText(
+      seq.map((s) => (s.startsWith("You") ? `me ${s.slice(5)}` : `opp ${s.slice(5)}`)),
+      "no actions",
+    );
+    const inv = invalidNote(invalidCount(view));
+    const templates = [
+      () => `${card}: ${seqText}. ${how} ${result}${inv}`,
+      () => `Had ${card}, played ${listText(mine, "nothing")}. ${how} ${result}${inv}`,
+      () => `${result} ${card}, ${seqText}.${inv}`,
+    ];
+    return remark(rng.pick(templates)());
+  },
+};
+
+// ---- TicTacToe ----
+
+const BOARD_ROW = /^[.XO]( [.XO]){2}$/;
+
+/** Board lines of the last observation in `text` (3 rows of 3 marks), or null. */
+function tictactoeBoard(text: string): string[][] | null {
+  const rows = text.split("\n").filter((l) => BOARD_ROW.test(l));
+  if (rows.length < 3) return null;
+  return rows.slice(-3).map((r) => r.split(" "));
+}
+
+function cellsWhere(board: string[][], mark: (m: string) => boolean): string[] {
+  const out: string[] = [];
+  for (let r = 0; r < 3; r++)
+    for (let c = 0; c < 3; c++) if (mark(board[r][c])) out.push(`(${r + 1}, ${c + 1})`);
+  return out;
+}
+
+const tictactoePlayer: GamePlayer = {
+  legal(messages) {
+    const board = tictactoeBoard(lastUserMessage(messages));
+    if (!board) throw new Error("scripted TicTacToe player: no board in the prompt");
+    return cellsWhere(board, (m) => m === ".");
+  },
+  malformed: {
+    "no-tags": (legal, _m, rng) => rng.pick(legal),
+    unclosed: (legal, _m, rng) => `<action>${rng.pick(legal)}`,
+    "off-board": (_l, _m, rng) =>
+      `<action>${rng.pick(["(4, 1)", "(0, 2)", "(2, 4)", "(3, 0)", "(4, 4)"])}</action>`,
+    occupied: (_l, messages, rng) => {
+      const board = tictactoeBoard(lastUserMessage(messages));
+      const taken = board ? cellsWhere(board, (m) => m !== ".") : [];
+      return `<action>${taken.length > 0 ? rng.pick(taken) : "(4, 2)"}</action>`;
+    },
+    "wrong-word": (_l, _m, rng) => `<action>${rng.pick(["center", "corner", "2 3", "middle"])}</action>`,
+  },
+  reflection(messages, rng) {
+    const view = attemptView(messages);
+    const end = endLines(messages);
+    const mine = validMoves(view);
+    const theirs: string[] = [];
+    for (const text of [...view.turns.map((t) => t.after), end[0] ?? ""]) {
+      for (const m of text.matchAll(/Opp: (\(\d, \d\))/g)) theirs.push(m[1]);
+    }
+    const openBoard = tictactoeBoard(view.lead);
+    const opening = openBoard ? cellsWhere(openBoard, (m) => m === "O") : [];
+    const opp = [...opening, ...theirs.filter((c, i) => theirs.indexOf(c) === i)];
+    const result = outcomeLine(end);
+    const line = end.some((l) => l.includes("three in a row") || l.includes("Three in a row"))
+      ? end.some((l) => l.startsWith("You made"))
+        ? " I made three in a row."
+        : " Opp made three in a row."
+      : "";
+    const inv = invalidNote(invalidCount(view));
+    const mineText = listText(mine, "nothing");
+    const lastOpp = opp.length > 0 ? opp[opp.length - 1] : "nothing";
+    const templates = [
+      () => `I played ${mineText}.${line} ${result}${inv}`,
+      () => `${result} My moves: ${mineText}.${inv}`,
+      () => `Opp last played ${lastOpp}.${line} ${result}${inv}`,
+    ];
+    return remark(rng.pick(templates)());
+  },
+};
+
+// ---- Sokoban ----
+
+const DIRECTIONS = ["up", "down", "left", "right"];
+
+const sokobanPlayer: GamePlayer = {
+  legal() {
+    // Every list of 1-3 directions is a well-formed answer; list a representative set.
+    const out: string[] = [];
+    for (const a of DIRECTIONS) {
+      out.push(a);
+      for (const b of DIRECTIONS) {
+        out.push(`${a}, ${b}`);
+        for (const c of DIRECTIONS) out.push(`${a}, ${b}, ${c}`);
+      }
+    }
+    return out;
+  },
+  malformed: {
+    "no-tags": (legal, _m, rng) => rng.pick(legal),
+    unclosed: (legal, _m, rng) => `<action>${rng.pick(legal)}`,
+    "wrong-word": (_l, _m, rng) => `<action>${rng.pick(["north", "forward", "push", "west"])}</action>`,
+    "too-many": (_l, _m, rng) =>
+      `<action>${[0, 1, 2, 3].map(() => rng.pick(DIRECTIONS)).join(", ")}</action>`,
+  },
+  reflection(messages, rng) {
+    const view = attemptView(messages);
+    const end = endLines(messages);
+    const moves = validMoves(view);
+    const boxes = [...end, ...view.turns.map((t) => t.after)]
+      .map((l) => /Boxes on targets: (\d+\/\d+)\./.exec(l)?.[1])
+      .filter((x) => x !== undefined);
+    const result = outcomeLine(end);
+    const inv = invalidNote(invalidCount(view));
+    const boxText = boxes.length > 0 ? ` Boxes on targets: ${boxes[boxes.length - 1]}.` : "";
+    const templates = [
+      () => `I moved ${listText(moves, "nowhere")}.${boxText} ${result}${inv}`,
+      () => `${result} Moves made: ${listText(moves, "none")}.${boxText}${inv}`,
+      () => `Last attempt: ${listText(moves, "no moves")}. ${result}${boxText}${inv}`,
+    ];
+    return remark(rng.pick(templates)());
+  },
+};
+
+// ---- MineSweeper ----
+
+const MS_ROW = /^(\d+):(\S+)$/;
+
+function minesweeperBoard(text: string): string[] {
+  return text
+    .split("\n")
+    .map((l) => MS_ROW.exec(l)?.[2])
+    .filter((r): r is string => r !== undefined);
+}
+
+function minesweeperCells(rows: readonly string[], closed: boolean): string[] {
+  const out: string[] = [];
+  rows.forEach((row, r) => {
+    for (let c = 0; c < row.length; c++) {
+      if ((row[c] === "?") === closed) out.push(`(${r + 1}, ${c + 1})`);
+    }
+  });
+  return out;
+}
+
+const minesweeperPlayer: GamePlayer = {
+  legal(messages) {
+    const rows = minesweeperBoard(lastUserMessage(messages));
+    if (rows.length === 0) throw new Error("scripted MineSweeper player: no board in the prompt");
+    return minesweeperCells(rows, true);
+  },
+  malformed: {
+    "no-tags": (legal, _m, rng) => rng.pick(legal),
+    unclosed: (legal, _m, rng) => `<action>${rng.pick(legal)}`,
+    "off-board": (_l, _m, rng) => `<action>${rng.pick(["(7, 1)", "(0, 3)", "(2, 9)"])}</action>`,
+    revealed: (_l, messages, rng) => {
+      const open = minesweeperCells(minesweeperBoard(lastUserMessage(messages)), false);
+      return `<action>${open.length > 0 ? rng.pick(open) : "(7, 1)"}</action>`;
+    },
+  },
+  reflection(messages, rng) {
+    const view = attemptView(messages);
+    const end = endLines(messages);
+    const cells = validMoves(view);
+    const mine = end.some((l) => l.includes("Mine!"));
+    const result = outcomeLine(end);
+    const inv = invalidNote(invalidCount(view));
+    const hit = mine && cells.length > 0 ? ` ${cells[cells.length - 1]} was a mine.` : "";
+    const templates = [
+      () => `I opened ${listText(cells, "nothing")}.${hit} ${result}${inv}`,
+      () => `${result} Cells opened: ${listText(cells, "none")}.${hit}${inv}`,
+      () => `Last attempt: ${listText(cells, "no cells")}.${hit} ${result}${inv}`,
+    ];
+    return remark(rng.pick(templates)());
+  },
+};
+
+const PLAYERS: Record<PretrainGame, GamePlayer> = {
+  kuhn: kuhnPlayer,
+  tictactoe: tictactoePlayer,
+  sokoban: sokobanPlayer,
+  minesweeper: minesweeperPlayer,
+};
+
+/** The unskilled scripted player of `game` (random legal moves, template reflections). */
+export function unskilledBehaviour(game: string, opts: { malformedRate?: number } = {}): ScriptedBehaviour {
+  const rate = opts.malformedRate ?? 0.02;
+  if (!(rate >= 0 && rate <= 1)) throw new RangeError(`malformedRate must be in [0, 1], got ${rate}`);
+  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate);
+}
+
+/** Names of the malformed-answer kinds of `game` (for tests and logs). */
+export function malformedKinds(game: string): string[] {
+  return Object.keys(PLAYERS[checkPretrainGame(game)].malformed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the corpus
+
+/** Sampling fields the runner passes on; the scripted agent ignores them. */
+const SCRIPTED_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 64, stop: [] };
+
+/** The whole trial as one chat: the last call's prompt plus its response, without token ids. */
+export function trialTranscript(rec: TrialRecord): { messages: ChatMessage[]; kinds: ResponseKind[] } {
+  const last = rec.rows[rec.rows.length - 1];
+  if (!last) throw new Error(`trial ${rec.trialId} has no policy calls`);
+  const messages: ChatMessage[] = [
+    ...last.prompt.map((m) => ({ role: m.role, content: m.content })),
+    { role: "assistant", content: last.response },
+  ];
+  const assistants = messages.filter((m) => m.role === "assistant");
+  if (assistants.length !== rec.rows.length) {
+    throw new Error(
+      `trial ${rec.trialId}: transcript has ${assistants.length} assistant messages for ${rec.rows.length} calls (prompt style must be compact)`,
+    );
+  }
+  const kinds: ResponseKind[] = rec.rows.map((row, i) => {
+    if (assistants[i].content !== row.response) {
+      throw new Error(`trial ${rec.trialId}: assistant message ${i} does not match call ${i}`);
+    }
+    if (row.phase === "reflect") return "reflection";
+    return row.valid ? "action" : "malformed";
+  });
+  return { messages, kinds };
+}
+
+/** Plays `trials` trials of `game` with the unskilled scripted player and returns their transcripts. */
+export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
+  const game = checkPretrainGame(opts.game);
+  if (!(Number.isInteger(opts.trials) && opts.trials > 0))
+    throw new RangeError(`trials must be a positive integer, got ${opts.trials}`);
+  const def = await loadTask(game);
+  const pool = opts.pool === undefined ? DEFAULT_POOLS[game] : opts.pool;
+  const groups = assignGroups({
+    numGroups: opts.trials,
+    pool: def.twoPlayer ? pool : null,
+    seats: { mode: "mixed", secondRatio: 0.5 },
+    rng: opts.rng.derive("groups"),
+  });
+  const hindsightShare = opts.hindsightShare ?? 0.5;
+  const hindsightRng = opts.rng.derive("hindsight");
+  const specs: TrialSpec[] = groups.map((g) => ({
+    trialId: g.group,
+    groupId: g.group,
+    taskSeed: g.taskSeed,
+    opponent: g.opponent,
+    seat: g.seat,
+  }));
+  const withHindsight = specs.map(() => hindsightRng.float() < hindsightShare);
+  const agent = new ScriptedAgent(
+    "unskilled",
+    unskilledBehaviour(game, { malformedRate: opts.malformedRate }),
+  );
+  const makeTask = (s: TrialSpec) =>
+    def.create(def.twoPlayer ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined } : {});
+  const records = new Map<number, TrialRecord>();
+  for (const hindsight of [false, true]) {
+    const part = specs.filter((_, i) => withHindsight[i] === hindsight);
+    if (part.length === 0) continue;
+    const recs = await runTrials(part, makeTask, agent, opts.rng.derive("run", hindsight ? 1 : 0), {
+      attempts: opts.attempts ?? 3,
+      maxTurns: def.maxTurns,
+      reflection: "reflection_only",
+      promptStyle: "compact",
+      hindsight,
+      sampling: SCRIPTED_SAMPLING,
+      maxBatch: 256,
+      concurrency: 1,
+    });
+    for (const r of recs) records.set(r.trialId, r);
+  }
+  const stats: CorpusStats = { trials: 0, playResponses: 0, malformed: 0, reflections: 0 };
+  const trials: CorpusTrial[] = specs.map((s, i) => {
+    const rec = records.get(s.trialId)!;
+    const { messages, kinds } = trialTranscript(rec);
+    stats.trials++;
+    for (const k of kinds) {
+      if (k === "reflection") stats.reflections++;
+      else stats.playResponses++;
+      if (k === "malformed") stats.malformed++;
+    }
+    return {
+      opponent: s.opponent,
+      seat: s.seat,
+      hindsight: withHindsight[i],
+      messages,
+      kinds,
+      attempts: rec.attempts.length,
+      won: rec.attempts.some((a) => a.won),
+    };
+  });
+  return { game, trials, stats };
+}
+
+/** Every message text of the corpus (what the tokenizer is trained on). */
+export function corpusTexts(corpus: Corpus): string[] {
+  const out: string[] = [];
+  for (const t of corpus.trials) for (const m of t.messages) out.push(m.content);
+  return out;
+}

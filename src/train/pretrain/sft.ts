@@ -1,0 +1,159 @@
+/**
+ * Supervised fine-tuning on whole trial transcripts: each corpus trial is one sequence (the
+ * compact chat is append-only), and the loss −mean(log π) is taken over the assistant tokens
+ * only (each response's tokens and its `<|end|>`), except that deliberately malformed answers
+ * are left unscored by default: the model reads them and the task's "Invalid: …" feedback in
+ * context, but is not taught to write them.
+ *
+ * Batches hold whole sequences up to `batchTokens` tokens, drawn from a per-epoch shuffle of the
+ * corpus (keyed by the run's Rng). AdamW with linear warmup and cosine decay.
+ */
+import type { Rng } from "../../core/rng.js";
+import { renderChat } from "../../model/chat-template.js";
+import type { Learner, UpdateMetrics } from "../../model/learner.js";
+import type { LossFn } from "../../model/loss-types.js";
+import type { Tokenizer } from "../../model/tokenizer.js";
+import type { Batch } from "../../model/transformer.js";
+import type { CorpusTrial } from "./corpus.js";
+
+/** One training sequence: token ids and the mask of scored positions. */
+export interface SftExample {
+  ids: Int32Array;
+  mask: Uint8Array;
+  /** Scored tokens in `mask`. */
+  scored: number;
+}
+
+export interface EncodeOptions {
+  /** Score deliberately malformed answers too (default false). */
+  trainOnMalformed?: boolean;
+  /** Longer transcripts are cut to this many tokens (the model's context). */
+  contextLength: number;
+}
+
+/** Renders a corpus trial with the chat template and marks its assistant tokens for the loss. */
+export function encodeTrial(tok: Tokenizer, trial: CorpusTrial, opts: EncodeOptions): SftExample {
+  const rendered = renderChat(tok, trial.messages);
+  const n = Math.min(rendered.ids.length, opts.contextLength);
+  const ids = Int32Array.from(rendered.ids.slice(0, n));
+  const mask = new Uint8Array(n);
+  rendered.assistantSpans.forEach((span, i) => {
+    if (trial.kinds[i] === "malformed" && !opts.trainOnMalformed) return;
+    for (let p = span.start; p < Math.min(span.end, n); p++) mask[p] = 1;
+  });
+  mask[0] = 0;
+  let scored = 0;
+  for (let i = 0; i < n; i++) scored += mask[i];
+  return { ids, mask, scored };
+}
+
+/** Cross-entropy on the scored tokens: loss = −mean(log π), so dLoss/dLogp = −1/N. */
+export const sftLoss: LossFn = (stats) => {
+  const n = stats.logp.length;
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += stats.logp[i];
+  const dLogp = new Float64Array(n).fill(n > 0 ? -1 / n : 0);
+  return {
+    loss: n > 0 ? -sum / n : 0,
+    dLogp,
+    dEntropy: new Float64Array(n),
+    metrics: { scored: n },
+  };
+};
+
+/**
+ * An endless stream of batches: sequences in a fresh shuffle every epoch, packed greedily up to
+ * `batchTokens` tokens (a batch always holds at least one sequence).
+ */
+export class BatchStream {
+  private order: number[] = [];
+  private pos = 0;
+  private epoch = 0;
+
+  constructor(
+    private readonly examples: readonly SftExample[],
+    private readonly batchTokens: number,
+    private readonly rng: Rng,
+  ) {
+    const usable = examples.filter((e) => e.scored > 0).length;
+    if (usable === 0) throw new Error("SFT corpus has no scored tokens");
+    if (!(Number.isInteger(batchTokens) && batchTokens > 0))
+      throw new RangeError(`batchTokens must be a positive integer, got ${batchTokens}`);
+  }
+
+  /** Epochs started so far. */
+  get epochs(): number {
+    return this.epoch;
+  }
+
+  private nextIndex(): number {
+    if (this.pos >= this.order.length) {
+      this.order = this.rng
+        .derive("epoch", this.epoch)
+        .shuffle(this.examples.map((_, i) => i).filter((i) => this.examples[i].scored > 0));
+      this.pos = 0;
+      this.epoch++;
+    }
+    return this.order[this.pos++];
+  }
+
+  next(): Batch {
+    const sequences: Int32Array[] = [];
+    const lossMask: Uint8Array[] = [];
+    let tokens = 0;
+    while (sequences.length === 0 || tokens < this.batchTokens) {
+      const i = this.nextIndex();
+      const e = this.examples[i];
+      if (sequences.length > 0 && tokens + e.ids.length > this.batchTokens) {
+        this.pos--; // keep it for the next batch
+        break;
+      }
+      sequences.push(e.ids);
+      lossMask.push(e.mask);
+      tokens += e.ids.length;
+    }
+    return { sequences, lossMask };
+  }
+}
+
+export interface SftOptions {
+  steps: number;
+  batchTokens: number;
+  rng: Rng;
+  /** Called after every optimizer step. */
+  onStep?: (m: UpdateMetrics, step: number) => void;
+}
+
+export interface SftResult {
+  steps: number;
+  /** Loss of every step, in order. */
+  losses: number[];
+  epochs: number;
+  tokens: number;
+  scoredTokens: number;
+  ms: number;
+}
+
+/** Runs `steps` SFT updates of `learner` on `examples`. */
+export function runSft(learner: Learner, examples: readonly SftExample[], opts: SftOptions): SftResult {
+  const stream = new BatchStream(examples, opts.batchTokens, opts.rng.derive("batches"));
+  const losses: number[] = [];
+  let tokens = 0;
+  let scored = 0;
+  const t0 = performance.now();
+  for (let s = 0; s < opts.steps; s++) {
+    const m = learner.update(stream.next(), sftLoss);
+    losses.push(m.loss);
+    tokens += m.tokens;
+    scored += m.scored;
+    opts.onStep?.(m, s + 1);
+  }
+  return {
+    steps: opts.steps,
+    losses,
+    epochs: stream.epochs,
+    tokens,
+    scoredTokens: scored,
+    ms: performance.now() - t0,
+  };
+}
