@@ -145,6 +145,8 @@ export const ConfigSchema = z
     eval: z
       .object({
         every: z.number().int().min(0).default(10),
+        /** Evaluate the starting model before the first update (the reference's val_before_train). */
+        atStart: z.boolean().default(false),
         trials: z.number().int().positive().default(64),
         finalTrials: z.number().int().positive().default(500),
         attempts: z.number().int().min(1).optional(),
