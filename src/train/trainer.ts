@@ -168,8 +168,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     log(`resuming ${outDir} from ${resumeFrom} (iteration ${startIteration})`);
   }
   // Lines written after the checkpoint by the interrupted process are rewritten by this one.
-  for (const f of ["metrics.jsonl", "transcripts.jsonl", "eval.jsonl"])
-    truncateJsonl(join(outDir, f), startIteration);
+  // (Metrics and transcripts count iterations from 0; evaluations are numbered by iterations done,
+  // so the evaluation taken right before the checkpoint is kept.)
+  truncateJsonl(join(outDir, "metrics.jsonl"), startIteration);
+  truncateJsonl(join(outDir, "transcripts.jsonl"), startIteration);
+  truncateJsonl(join(outDir, "eval.jsonl"), startIteration === 0 ? 0 : startIteration + 1);
 
   const learner = new Learner(params, {
     kernels,
