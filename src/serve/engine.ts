@@ -187,6 +187,14 @@ export interface BatcherOptions {
   maxBatch?: number;
 }
 
+/** A queued job whose client went away before its batch ran; it is dropped, not sampled. */
+export class CancelledJobError extends Error {
+  constructor() {
+    super("the client closed the connection before sampling started");
+    this.name = "CancelledJobError";
+  }
+}
+
 interface Pending {
   job: GenJob;
   resolve: (r: GenResult) => void;
@@ -259,7 +267,11 @@ export class Batcher {
     this.timer = null;
     this.running = true;
     try {
-      const live = this.queue.filter((p) => !p.cancelled());
+      const live: Pending[] = [];
+      for (const p of this.queue) {
+        if (p.cancelled()) p.reject(new CancelledJobError());
+        else live.push(p);
+      }
       const batch = live.slice(0, this.maxBatch);
       this.queue = live.slice(this.maxBatch);
       if (batch.length === 0) return;

@@ -469,6 +469,28 @@ describe("mage serve: API key and limits", () => {
     }
   });
 
+  it("drops a queued request whose client went away", async () => {
+    const engine = new ServeEngine({ params, tokenizer: tok, kernels: jsKernels });
+    const s = await startServer({ engine, modelName: "m", port: 0, batchWindowMs: 300, seed: 1 });
+    try {
+      const ctrl = new AbortController();
+      const req = fetch(`${s.baseUrl}/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({ model: "m", messages, max_tokens: 4 }),
+        signal: ctrl.signal,
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(s.stats().inFlight, 1);
+      ctrl.abort();
+      await assert.rejects(req);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(s.stats().inFlight, 0);
+      assert.equal(engine.calls, 0, "nothing was sampled for it");
+    } finally {
+      await s.close();
+    }
+  });
+
   it("finishes in-flight requests on close, then refuses connections", async () => {
     const engine = new ServeEngine({ params, tokenizer: tok, kernels: jsKernels });
     const s = await startServer({ engine, modelName: "m", port: 0, batchWindowMs: 200, seed: 1 });
