@@ -318,7 +318,7 @@ export class GgufPolicy implements Policy {
     return this.model.detokenize(ids, false);
   }
 
-  private render(messages: readonly ChatMessage[]): { ids: number[]; stopText: string[] } {
+  private render(messages: readonly ChatMessage[]): { ids: number[]; stopText: string[]; stopIds: number[] } {
     if (this.mageTokens) {
       const t = this.mageTokens;
       const ids = [t.bos];
@@ -335,7 +335,7 @@ export class GgufPolicy implements Policy {
         }
       }
       ids.push(t.roles.assistant);
-      return { ids, stopText: [] };
+      return { ids, stopText: [], stopIds: [t.end] };
     }
     const wrapper = this.nlc.resolveChatWrapper(this.model);
     if (!wrapper)
@@ -346,14 +346,20 @@ export class GgufPolicy implements Policy {
     chatHistory.push({ type: "model", response: [] });
     const state = wrapper.generateContextState({ chatHistory });
     const ids = state.contextText.tokenize(this.model.tokenizer);
-    // Triggers that are single special tokens are caught as end-of-generation tokens below; plain
-    // text triggers (e.g. "\nUser:") become stop strings.
+    // Plain-text triggers (e.g. "\nUser:") become stop strings; triggers that are one token
+    // (EOS, "<|im_end|>"...) become stop ids, like end-of-generation tokens.
     const stopText: string[] = [];
+    const stopIds: number[] = [];
     for (const trig of state.stopGenerationTriggers) {
       const json = trig.toJSON();
-      if (typeof json === "string" && json.length > 0) stopText.push(json);
+      if (typeof json === "string") {
+        if (json.length > 0) stopText.push(json);
+        continue;
+      }
+      const tokens = trig.tokenize(this.model.tokenizer);
+      if (tokens.length === 1) stopIds.push(tokens[0]);
     }
-    return { ids, stopText };
+    return { ids, stopText, stopIds };
   }
 
   async generate(requests: readonly GenerateRequest[]): Promise<Generation[]> {
@@ -375,7 +381,7 @@ export class GgufPolicy implements Policy {
       throw new UsageError(`${where}.sampling.maxTokens must be an integer ≥ 0, got ${s.maxTokens}`);
     if (!Number.isInteger(req.seed))
       throw new UsageError(`${where}.seed must be an integer, got ${req.seed}`);
-    const { ids, stopText } = this.render(req.messages);
+    const { ids, stopText, stopIds } = this.render(req.messages);
     if (ids.length + s.maxTokens > this.contextSize)
       throw new UsageError(
         `${where}: a prompt of ${ids.length} tokens plus sampling.maxTokens ${s.maxTokens} needs ` +
@@ -383,11 +389,16 @@ export class GgufPolicy implements Policy {
           "raise contextSize, shorten the prompt or lower maxTokens",
       );
     const stop = [...s.stop, ...stopText].filter((x) => x.length > 0);
-    return { req, ids, stop };
+    return { req, ids, stop, stopIds: new Set(stopIds) };
   }
 
-  private async runOne(p: { req: GenerateRequest; ids: number[]; stop: string[] }): Promise<Generation> {
-    const { req, ids, stop } = p;
+  private async runOne(p: {
+    req: GenerateRequest;
+    ids: number[];
+    stop: string[];
+    stopIds: ReadonlySet<number>;
+  }): Promise<Generation> {
+    const { req, ids, stop, stopIds } = p;
     const s = req.sampling;
     const out: Generation = {
       text: "",
@@ -417,7 +428,7 @@ export class GgufPolicy implements Policy {
           out.tokenIds.push(o.token);
           const c = o.confidence ?? Number.NaN;
           out.logprobs.push(greedy ? 0 : Math.log(c));
-          if (this.model.isEogToken(o.token)) {
+          if (stopIds.has(o.token) || this.model.isEogToken(o.token)) {
             out.finishReason = "stop";
             break;
           }

@@ -127,6 +127,11 @@ describe("GGUF policy through node-llama-cpp", {
     try {
       assert.equal(tpl.promptMode, "template");
       assert.deepEqual(tpl.promptIds(messages), ours);
+      // Same prompt, same seed: the same sample (the template's triggers also stop at <|eos|>).
+      const [a] = await tpl.generate([{ messages, sampling: T1, seed: 21 }]);
+      const [b] = await f32.generate([{ messages, sampling: T1, seed: 21 }]);
+      const eos = b.tokenIds.indexOf(tok.eosId);
+      assert.deepEqual(a.tokenIds, eos >= 0 ? b.tokenIds.slice(0, eos + 1) : b.tokenIds);
     } finally {
       await tpl.close();
     }
