@@ -103,7 +103,10 @@ export class ContextLengthError extends UsageError {
   }
 }
 
-/** One sequence's KV cache: K and V laid out [layer, position, dModel]. */
+/**
+ * One sequence's KV cache, head-major: K and V laid out [layer, head, position, headDim], so
+ * one head's keys (or values) for positions [0, n) are one contiguous n × headDim matrix.
+ */
 export class KvCache {
   /** Positions filled so far. */
   length = 0;
@@ -112,19 +115,26 @@ export class KvCache {
   constructor(
     readonly capacity: number,
     readonly nLayers: number,
-    readonly dModel: number,
+    readonly nHeads: number,
+    readonly headDim: number,
   ) {
-    this.k = new Float32Array(nLayers * capacity * dModel);
-    this.v = new Float32Array(nLayers * capacity * dModel);
+    this.k = new Float32Array(nLayers * nHeads * capacity * headDim);
+    this.v = new Float32Array(nLayers * nHeads * capacity * headDim);
   }
-  /** Copies the first `n` positions of every layer from `src` and sets length to n. */
+  /** Offset of position 0 of head `h` in layer `l`. */
+  base(l: number, h: number): number {
+    return (l * this.nHeads + h) * this.capacity * this.headDim;
+  }
+  /** Copies the first `n` positions of every layer and head from `src` and sets length to n. */
   copyPrefix(src: KvCache, n: number): void {
-    const d = this.dModel;
+    const span = n * this.headDim;
     for (let l = 0; l < this.nLayers; l++) {
-      const so = l * src.capacity * d;
-      const to = l * this.capacity * d;
-      this.k.set(src.k.subarray(so, so + n * d), to);
-      this.v.set(src.v.subarray(so, so + n * d), to);
+      for (let h = 0; h < this.nHeads; h++) {
+        const so = src.base(l, h);
+        const to = this.base(l, h);
+        this.k.set(src.k.subarray(so, so + span), to);
+        this.v.set(src.v.subarray(so, so + span), to);
+      }
     }
     this.length = n;
   }
@@ -254,9 +264,16 @@ export class Sampler {
   private weights: BoundWeights | null = null;
   private pool: KvCache[] = [];
 
-  constructor(config: ModelConfig, kernels: Kernels) {
+  /**
+   * Whether a single decode row attends in plain TypeScript loops (default for the "js"
+   * kernel) or through two GEMM calls per head (other kernels, which have SIMD).
+   */
+  readonly inlineDecodeAttention: boolean;
+
+  constructor(config: ModelConfig, kernels: Kernels, opts: { inlineDecodeAttention?: boolean } = {}) {
     this.config = config;
     this.kernels = kernels;
+    this.inlineDecodeAttention = opts.inlineDecodeAttention ?? kernels.name === "js";
     this.headDim = config.dModel / config.nHeads;
     const half = this.headDim / 2;
     this.ropeCos = new Float64Array(config.contextLength * half);
@@ -293,7 +310,7 @@ export class Sampler {
       c.length = 0;
       return c;
     }
-    return new KvCache(capacity, this.config.nLayers, this.config.dModel);
+    return new KvCache(capacity, this.config.nLayers, this.config.nHeads, this.headDim);
   }
 
   /** Returns a cache to the pool (keeps at most 256 caches). */
@@ -648,12 +665,15 @@ export class Sampler {
           }
         }
         const cache = this.rowCache[r];
-        const co = (l * cache.capacity + pos) * d;
         const ck = cache.k;
         const cv = cache.v;
-        for (let i = 0, ro2 = r * d; i < d; i++) {
-          ck[co + i] = k[ro2 + i];
-          cv[co + i] = v[ro2 + i];
+        for (let h = 0; h < c.nHeads; h++) {
+          const co = cache.base(l, h) + pos * hd;
+          const ro2 = r * d + h * hd;
+          for (let i = 0; i < hd; i++) {
+            ck[co + i] = k[ro2 + i];
+            cv[co + i] = v[ro2 + i];
+          }
         }
       }
       // Causal attention per segment (consecutive rows of one cache at consecutive positions).
@@ -663,7 +683,7 @@ export class Sampler {
         let m = 1;
         while (r0 + m < n && this.rowCache[r0 + m] === cache && this.rowPos[r0 + m] === this.rowPos[r0] + m)
           m++;
-        if (m === 1) this.attendOne(r0, cache, l, scale);
+        if (m === 1 && this.inlineDecodeAttention) this.attendOne(r0, cache, l, scale);
         else this.attendBlock(r0, m, cache, l, scale);
         r0 += m;
       }
@@ -710,8 +730,8 @@ export class Sampler {
   }
 
   /**
-   * Attention of one row against its cache positions [0, pos], in plain loops (a GEMV per
-   * head is memory-bound and too small to pay for a kernel call).
+   * Attention of one row against its cache positions [0, pos] in plain loops: for the
+   * pure-TS kernel, where a kernel call per head would only add overhead.
    */
   private attendOne(r: number, cache: KvCache, l: number, scale: number): void {
     const d = this.config.dModel;
@@ -723,12 +743,12 @@ export class Sampler {
     const att = this.att;
     const K = cache.k;
     const V = cache.v;
-    const lo = l * cache.capacity * d;
     const hd4 = hd & ~3;
     for (let h = 0; h < this.config.nHeads; h++) {
       const qo = r * d + h * hd;
+      const base = cache.base(l, h);
       let max = Number.NEGATIVE_INFINITY;
-      for (let j = 0, ko = lo + h * hd; j < len; j++, ko += d) {
+      for (let j = 0, ko = base; j < len; j++, ko += hd) {
         let d0 = 0;
         let d1 = 0;
         let d2 = 0;
@@ -752,7 +772,7 @@ export class Sampler {
         sum += e;
       }
       acc.fill(0);
-      for (let j = 0, vo = lo + h * hd; j < len; j++, vo += d) {
+      for (let j = 0, vo = base; j < len; j++, vo += hd) {
         const p = s[j];
         for (let i = 0; i < hd; i++) acc[i] += p * V[vo + i];
       }
@@ -761,15 +781,18 @@ export class Sampler {
     }
   }
 
-  /** Attention of rows [r0, r0 + m) at consecutive positions of one cache, with two GEMMs per head. */
+  /**
+   * Attention of rows [r0, r0 + m) at consecutive positions of one cache: per head, scores
+   * = scale · Q·Kᵀ and output = softmax · V as two GEMMs (m = 1 for a decode row).
+   */
   private attendBlock(r0: number, m: number, cache: KvCache, l: number, scale: number): void {
     const d = this.config.dModel;
     const hd = this.headDim;
     const p0 = this.rowPos[r0];
     const len = p0 + m;
     const s = this.ensureScores(m * len);
-    const lo = l * cache.capacity * d;
     for (let h = 0; h < this.config.nHeads; h++) {
+      const base = cache.base(l, h);
       // scores[i, j] = scale · q_i · k_j for j < len
       this.kernels.gemm(
         false,
@@ -782,8 +805,8 @@ export class Sampler {
         r0 * d + h * hd,
         d,
         cache.k,
-        lo + h * hd,
-        d,
+        base,
+        hd,
         0,
         s,
         0,
@@ -816,8 +839,8 @@ export class Sampler {
         0,
         len,
         cache.v,
-        lo + h * hd,
-        d,
+        base,
+        hd,
         0,
         this.att,
         r0 * d + h * hd,

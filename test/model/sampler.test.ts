@@ -145,40 +145,41 @@ function naiveDistribution(logits: number[], t: number, k: number, p: number): M
 }
 
 describe("Sampler forward with KV cache", () => {
-  it("gives the same logits as a full forward, for blocks, single steps and a multi-sequence block", () => {
-    const tokens = randomPrompt(5, 20);
-    const ref = referenceLogits(W, CFG, tokens);
-    const s = new Sampler(CFG, jsKernels);
-    const a = s.newCache(32);
-    const b = s.newCache(20);
-    const got: number[][] = [];
-    const V = CFG.vocabSize;
-    const take = (logits: Float32Array, rows: number, from = 0) => {
-      for (let r = from; r < from + rows; r++) got.push(Array.from(logits.subarray(r * V, (r + 1) * V)));
-    };
-    take(s.append(W, [{ cache: a, tokens: tokens.slice(0, 6) }]), 6);
-    for (let i = 6; i < 10; i++) take(s.append(W, [{ cache: a, tokens: [tokens[i]] }]), 1);
-    // Cache b gets the first 7 tokens in the same block as a's next 3, so blocks mix sequences.
-    const mixed = s.append(W, [
-      { cache: b, tokens: tokens.slice(0, 7) },
-      { cache: a, tokens: tokens.slice(10, 13) },
-    ]);
-    const bLogits = Array.from({ length: 7 }, (_, r) => Array.from(mixed.subarray(r * V, (r + 1) * V)));
-    take(mixed, 3, 7);
-    take(s.append(W, [{ cache: a, tokens: tokens.slice(13, 20) }]), 7);
-    assert.equal(a.length, 20);
-    let maxErr = 0;
-    let maxAbs = 0;
-    for (let t = 0; t < 20; t++)
-      for (let v = 0; v < V; v++) {
-        maxErr = Math.max(maxErr, Math.abs(got[t][v] - ref[t][v]));
-        maxAbs = Math.max(maxAbs, Math.abs(ref[t][v]));
-      }
-    for (let t = 0; t < 7; t++)
-      for (let v = 0; v < V; v++) maxErr = Math.max(maxErr, Math.abs(bLogits[t][v] - ref[t][v]));
-    assert.ok(maxAbs > 1, `logits should not be trivially small (max |logit| ${maxAbs})`);
-    assert.ok(maxErr <= 1e-5, `max logit difference ${maxErr}`);
-  });
+  for (const inline of [true, false])
+    it(`gives the same logits as a full forward, for blocks, single steps and mixed blocks (${inline ? "inline" : "GEMM"} decode attention)`, () => {
+      const tokens = randomPrompt(5, 20);
+      const ref = referenceLogits(W, CFG, tokens);
+      const s = new Sampler(CFG, jsKernels, { inlineDecodeAttention: inline });
+      const a = s.newCache(32);
+      const b = s.newCache(20);
+      const got: number[][] = [];
+      const V = CFG.vocabSize;
+      const take = (logits: Float32Array, rows: number, from = 0) => {
+        for (let r = from; r < from + rows; r++) got.push(Array.from(logits.subarray(r * V, (r + 1) * V)));
+      };
+      take(s.append(W, [{ cache: a, tokens: tokens.slice(0, 6) }]), 6);
+      for (let i = 6; i < 10; i++) take(s.append(W, [{ cache: a, tokens: [tokens[i]] }]), 1);
+      // Cache b gets the first 7 tokens in the same block as a's next 3, so blocks mix sequences.
+      const mixed = s.append(W, [
+        { cache: b, tokens: tokens.slice(0, 7) },
+        { cache: a, tokens: tokens.slice(10, 13) },
+      ]);
+      const bLogits = Array.from({ length: 7 }, (_, r) => Array.from(mixed.subarray(r * V, (r + 1) * V)));
+      take(mixed, 3, 7);
+      take(s.append(W, [{ cache: a, tokens: tokens.slice(13, 20) }]), 7);
+      assert.equal(a.length, 20);
+      let maxErr = 0;
+      let maxAbs = 0;
+      for (let t = 0; t < 20; t++)
+        for (let v = 0; v < V; v++) {
+          maxErr = Math.max(maxErr, Math.abs(got[t][v] - ref[t][v]));
+          maxAbs = Math.max(maxAbs, Math.abs(ref[t][v]));
+        }
+      for (let t = 0; t < 7; t++)
+        for (let v = 0; v < V; v++) maxErr = Math.max(maxErr, Math.abs(bLogits[t][v] - ref[t][v]));
+      assert.ok(maxAbs > 1, `logits should not be trivially small (max |logit| ${maxAbs})`);
+      assert.ok(maxErr <= 1e-5, `max logit difference ${maxErr}`);
+    });
 
   it("agrees with the training forward (forwardLogits) on a ModelParams container", () => {
     const params = initParams(CFG, Rng.seeded(3), { std: 0.3 });
