@@ -21,20 +21,7 @@ import { TokenSampler } from "../model/sampling.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import type { GenJob, GenResult } from "./protocol.js";
 
-/** A `ModelParams` container holding copies of named tensors (e.g. a checkpoint's `params`). */
-export function paramsFromMap(config: ModelConfig, tensors: ReadonlyMap<string, Float32Array>): ModelParams {
-  const p = allocParams(config);
-  for (const [i, spec] of p.specs.entries()) {
-    const t = tensors.get(spec.name);
-    if (!t) throw new Error(`model weights: tensor "${spec.name}" is missing`);
-    if (t.length !== p.tensors[i].length)
-      throw new Error(
-        `model weights: tensor "${spec.name}" has ${t.length} values, expected ${p.tensors[i].length}`,
-      );
-    p.tensors[i].set(t);
-  }
-  return p;
-}
+export { paramsFromMap } from "../model/params-io.js";
 
 export interface EngineModel {
   params: ModelParams;
