@@ -1,0 +1,220 @@
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { command as pretrainCommand } from "../../src/cli/commands/pretrain.js";
+import { UsageError } from "../../src/core/errors.js";
+import { Rng } from "../../src/core/rng.js";
+import { extractTag } from "../../src/core/tags.js";
+import { loadCheckpoint } from "../../src/model/checkpoint.js";
+import { paramsFromMap, paramsToMap } from "../../src/model/params-io.js";
+import { trainTokenizer } from "../../src/model/tokenizer.js";
+import { EmbeddedPolicy } from "../../src/policy/embedded.js";
+import { TRAIN_SAMPLING } from "../../src/policy/types.js";
+import { buildCorpus, type Corpus, corpusTexts, malformedKinds } from "../../src/train/pretrain/corpus.js";
+import { REPORT_FILE, runPretrain } from "../../src/train/pretrain/run.js";
+import { encodeTrial } from "../../src/train/pretrain/sft.js";
+
+const STRATEGY_WORDS = /\b(should|better|best|optimal|instead|next time|mistake|always|never)\b/i;
+
+function assistantTexts(c: Corpus, kind: string): string[] {
+  const out: string[] = [];
+  for (const t of c.trials) {
+    const a = t.messages.filter((m) => m.role === "assistant");
+    t.kinds.forEach((k, i) => {
+      if (k === kind) out.push(a[i].content);
+    });
+  }
+  return out;
+}
+
+const dirs: string[] = [];
+after(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+describe("pretrain corpus", () => {
+  it("plays only legal moves when nothing is malformed (the legal moves are read correctly)", async () => {
+    for (const game of ["tictactoe", "minesweeper", "kuhn", "sokoban"]) {
+      const c = await buildCorpus({ game, trials: 40, rng: Rng.seeded(1), malformedRate: 0 });
+      assert.equal(c.stats.malformed, 0, `${game}: a random legal move was rejected`);
+      assert.ok(c.stats.playResponses >= 40, game);
+      for (const a of assistantTexts(c, "action")) assert.match(a, /^<action>[^<>]+<\/action>$/, game);
+    }
+  });
+
+  it("writes malformed answers the tasks reject, of varied kinds", async () => {
+    for (const game of ["kuhn", "tictactoe", "sokoban", "minesweeper"]) {
+      const c = await buildCorpus({ game, trials: 12, rng: Rng.seeded(2), malformedRate: 1, attempts: 1 });
+      assert.ok(c.stats.playResponses > 0);
+      assert.equal(
+        c.stats.malformed,
+        c.stats.playResponses,
+        `${game}: a deliberately malformed answer was accepted`,
+      );
+      const shapes = new Set(
+        assistantTexts(c, "malformed").map((a) =>
+          !a.includes("<action>") ? "no-tags" : !a.includes("</action>") ? "unclosed" : "tagged",
+        ),
+      );
+      assert.deepEqual([...shapes].sort(), ["no-tags", "tagged", "unclosed"], game);
+      assert.ok(malformedKinds(game).length >= 4, game);
+    }
+  });
+
+  it("has about 2% malformed play answers by default", async () => {
+    const c = await buildCorpus({ game: "tictactoe", trials: 150, rng: Rng.seeded(3) });
+    const share = c.stats.malformed / c.stats.playResponses;
+    assert.ok(c.stats.playResponses > 900, `only ${c.stats.playResponses} play answers`);
+    // Binomial(≈1000, 0.02): sd ≈ 0.45 points; [0.8%, 3.6%] is beyond 2.5 sd either side.
+    assert.ok(share > 0.008 && share < 0.036, `malformed share ${share}`);
+  });
+
+  it("reflects with a remark that describes the attempt (card, moves, result), never strategy", async () => {
+    const c = await buildCorpus({ game: "kuhn", trials: 80, rng: Rng.seeded(4) });
+    assert.ok(c.stats.reflections > 40);
+    for (const t of c.trials) {
+      const msgs = t.messages;
+      for (let i = 0; i < msgs.length; i++) {
+        if (msgs[i].role !== "assistant" || !msgs[i - 1].content.includes("Reflect:")) continue;
+        const r = extractTag(msgs[i].content, "remark");
+        assert.ok(r.ok && r.content.length > 0, msgs[i].content);
+        if (!r.ok) continue;
+        assert.match(msgs[i].content, /^<remark>[^<>]+<\/remark>$/);
+        assert.doesNotMatch(r.content, STRATEGY_WORDS);
+        // The card held in this attempt and how it ended.
+        let lead = "";
+        for (let j = i - 1; j >= 0; j--) {
+          if (msgs[j].role === "user" && /^Attempt \d+\.$/m.test(msgs[j].content)) {
+            lead = msgs[j].content;
+            break;
+          }
+        }
+        const card = /Card: ([JQK])\./.exec(lead)?.[1];
+        assert.ok(card && r.content.includes(card), `${r.content} lacks card ${card}`);
+        const outcome = /(Won \+\d|Lost -\d)\./.exec(msgs[i - 1].content)?.[0];
+        assert.ok(outcome && r.content.includes(outcome), `${r.content} lacks ${outcome}`);
+      }
+    }
+  });
+
+  it("TicTacToe remarks name cells that were played and the result", async () => {
+    const c = await buildCorpus({ game: "tictactoe", trials: 40, rng: Rng.seeded(5) });
+    let n = 0;
+    for (const t of c.trials) {
+      const msgs = t.messages;
+      for (let i = 1; i < msgs.length; i++) {
+        if (msgs[i].role !== "assistant" || !msgs[i - 1].content.includes("Reflect:")) continue;
+        n++;
+        const r = extractTag(msgs[i].content, "remark");
+        assert.ok(r.ok);
+        if (!r.ok) continue;
+        assert.doesNotMatch(r.content, STRATEGY_WORDS);
+        assert.match(r.content, /(Won|Lost|Draw|Out of turns)\./);
+        const cells = r.content.match(/\(\d, \d\)/g) ?? [];
+        const before = msgs
+          .slice(0, i)
+          .map((m) => m.content)
+          .join("\n");
+        for (const cell of cells) assert.ok(before.includes(cell), `${cell} was never played`);
+      }
+    }
+    assert.ok(n > 20);
+  });
+
+  it("is deterministic for a seed and changes with it", async () => {
+    const a = await buildCorpus({ game: "kuhn", trials: 30, rng: Rng.seeded(9) });
+    const b = await buildCorpus({ game: "kuhn", trials: 30, rng: Rng.seeded(9) });
+    const c = await buildCorpus({ game: "kuhn", trials: 30, rng: Rng.seeded(10) });
+    assert.deepEqual(a, b);
+    assert.notDeepEqual(a.trials, c.trials);
+    const opponents = new Set(a.trials.map((t) => t.opponent));
+    assert.deepEqual([...opponents].sort(), ["aggressive", "conservative", "intermediate"]);
+    assert.deepEqual([...new Set(a.trials.map((t) => t.seat))].sort(), ["first", "second"]);
+  });
+
+  it("scores assistant tokens only, and not the malformed answers", async () => {
+    const c = await buildCorpus({ game: "tictactoe", trials: 20, rng: Rng.seeded(6), malformedRate: 0.3 });
+    const tok = trainTokenizer(corpusTexts(c), { vocabSize: 600 });
+    const end = tok.endId;
+    for (const t of c.trials) {
+      const e = encodeTrial(tok, t, { contextLength: 1024 });
+      const text = tok.decode(Array.from(e.ids).filter((_, i) => e.mask[i] === 1 && e.ids[i] !== end));
+      const want = t.messages
+        .filter((m) => m.role === "assistant")
+        .filter((_, i) => t.kinds[i] !== "malformed")
+        .map((m) => m.content)
+        .join("");
+      assert.equal(text, want);
+      const all = encodeTrial(tok, t, { contextLength: 1024, trainOnMalformed: true });
+      assert.ok(all.scored >= e.scored);
+      if (t.kinds.includes("malformed")) assert.ok(all.scored > e.scored);
+    }
+  });
+});
+
+describe("mage pretrain", () => {
+  it("runs end to end on a tiny budget: the loss drops, the checkpoint loads and generates", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "mage-pretrain-"));
+    dirs.push(dir);
+    const out = join(dir, "ck");
+    const report = await runPretrain({
+      game: "kuhn",
+      out,
+      seed: 1,
+      steps: 16,
+      warmupSteps: 2,
+      corpusTrials: 60,
+      evalTrials: 4,
+      batchTokens: 1024,
+      progress: null,
+    });
+    assert.ok(report.sft.lateMeanLoss < report.sft.earlyMeanLoss * 0.7, JSON.stringify(report.sft));
+    assert.ok(report.evaluation && report.evaluation.playAnswers > 0);
+    assert.equal(report.evaluation?.targets.length, 4);
+    const onDisk = JSON.parse(readFileSync(join(out, REPORT_FILE), "utf8"));
+    assert.equal(onDisk.sft.steps, 16);
+    assert.equal(onDisk.kernels, report.kernels);
+
+    const ck = await loadCheckpoint(out);
+    assert.equal(ck.preset, "tiny");
+    assert.equal(ck.meta.kernel, report.kernels);
+    assert.equal(ck.tokenizer.vocabSize, ck.config.vocabSize);
+    const params = paramsFromMap(ck.config, ck.params);
+    const policy = new EmbeddedPolicy({ params, tokenizer: ck.tokenizer });
+    const [gen] = await policy.generate([
+      {
+        messages: [
+          { role: "system", content: "Kuhn poker. You act first." },
+          { role: "user", content: "Attempt 1.\nCard: K. You act first.\nYour move?" },
+        ],
+        sampling: { ...TRAIN_SAMPLING, maxTokens: 16 },
+        seed: 3,
+      },
+    ]);
+    assert.ok(gen.tokenIds.length > 0 && gen.tokenIds.length <= 16);
+    assert.equal(gen.logprobs.length, gen.tokenIds.length);
+    assert.ok(paramsToMap(params).size > 0);
+  });
+
+  it("rejects bad input with the valid choices", async () => {
+    await assert.rejects(pretrainCommand.run(["--game", "chess"]), (e: unknown) => {
+      assert.ok(e instanceof UsageError);
+      assert.match(e.message, /valid choices: kuhn, tictactoe, sokoban, minesweeper/);
+      return true;
+    });
+    await assert.rejects(
+      pretrainCommand.run(["--game", "kuhn", "--preset", "huge"]),
+      /valid choices: tiny, small, base/,
+    );
+    await assert.rejects(
+      pretrainCommand.run(["--game", "kuhn", "--kernels", "gpu"]),
+      /valid choices: auto, js, wasm, native/,
+    );
+    await assert.rejects(pretrainCommand.run(["--game", "kuhn", "--steps", "0"]), UsageError);
+    await assert.rejects(pretrainCommand.run([]), /--game is required/);
+    assert.ok(!existsSync("runs/pretrain-chess"));
+  });
+});
