@@ -104,6 +104,9 @@ static napi_value get_threads(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* The row-wise training ops in mage_ops.c. */
+napi_status mage_ops_register(napi_env env, napi_value exports);
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"sgemm", NULL, sgemm, NULL, NULL, NULL, napi_default, NULL},
@@ -111,6 +114,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"getThreads", NULL, get_threads, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  CHECK(mage_ops_register(env, exports));
   return exports;
 }
 

@@ -1,5 +1,6 @@
 import { UsageError } from "../core/errors.js";
 import type { ParamSpec } from "./config.js";
+import type { TrainOps } from "./kernels/types.js";
 import type { ModelParams } from "./params.js";
 
 /** AdamW hyper-parameters (the learning rate comes from the schedule). */
@@ -55,8 +56,11 @@ export class AdamW {
     });
   }
 
-  /** One update of `p` with gradient `g · gradScale` at learning rate `lr`. */
-  update(p: Float32Array, g: Float32Array, lr: number, gradScale = 1): void {
+  /**
+   * One update of `p` with gradient `g · gradScale` at learning rate `lr`. With fused `ops` (the
+   * native kernels') the same arithmetic runs there, with bit-identical results.
+   */
+  update(p: Float32Array, g: Float32Array, lr: number, gradScale = 1, ops?: TrainOps): void {
     if (p.length !== this.size || g.length !== this.size) throw new Error("AdamW: size mismatch");
     const { beta1: b1, beta2: b2, eps, weightDecay: wd } = this.config;
     this.t += 1;
@@ -65,7 +69,14 @@ export class AdamW {
     const stepSize = lr / bc1;
     if (wd > 0 && lr > 0) {
       const f = 1 - lr * wd;
-      for (const [a, b] of this.decayRanges) for (let i = a; i < b; i++) p[i] *= f;
+      for (const [a, b] of this.decayRanges) {
+        if (ops) ops.scale(p, a, b - a, f);
+        else for (let i = a; i < b; i++) p[i] *= f;
+      }
+    }
+    if (ops) {
+      ops.adamw(p, g, this.m, this.v, this.size, b1, b2, stepSize, sqrtBc2, eps, gradScale);
+      return;
     }
     const m = this.m;
     const v = this.v;

@@ -184,7 +184,8 @@ export class Learner {
 
   /** Global L2 norm of the accumulated gradient. */
   gradNorm(): number {
-    return Math.sqrt(sumSquares(this.grads.flat));
+    const ops = this.kernels.ops;
+    return Math.sqrt(ops ? ops.sumSquares(this.grads.flat) : sumSquares(this.grads.flat));
   }
 
   zeroGrad(): void {
@@ -203,7 +204,7 @@ export class Learner {
     let scale = 1;
     const clipped = this.maxGradNorm !== null && gradNorm > this.maxGradNorm;
     if (clipped) scale = this.maxGradNorm! / (gradNorm + 1e-6);
-    this.adam.update(this.params.flat, this.grads.flat, lr, scale);
+    this.adam.update(this.params.flat, this.grads.flat, lr, scale, this.kernels.ops);
     this.steps++;
     this.zeroGrad();
     return { step: this.steps, lr, gradNorm, clipped, skipped: false };

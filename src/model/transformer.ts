@@ -10,10 +10,14 @@
  * Per layer:  x ← x + Wo·attn(rope(Wq·n₁), rope(Wk·n₁), Wv·n₁),  n₁ = rmsnorm(x)·g₁
  *             x ← x + Wdown·(silu(Wgate·n₂) ⊙ Wup·n₂),          n₂ = rmsnorm(x)·g₂
  * then logits = (rmsnorm(x)·g_out)·Eᵀ. RoPE convention: see `ropeInPlace` in ops.ts.
+ *
+ * When the kernel set brings fused `ops` (the native one does), the row-wise work (norms, RoPE,
+ * SwiGLU, attention, the head's softmax statistics and gradient) runs there instead of in the
+ * TypeScript below; with them the head keeps logits rather than probabilities for the backward pass.
  */
 import { UsageError } from "../core/errors.js";
 import { jsKernels } from "./kernels/js.js";
-import type { Kernels } from "./kernels/types.js";
+import type { Kernels, TrainOps } from "./kernels/types.js";
 import type { TokenStats } from "./loss-types.js";
 import {
   type RopeTables,
@@ -87,6 +91,9 @@ interface Layout {
   tokens: Int32Array;
   offsets: number[];
   lengths: number[];
+  /** offsets and lengths as Int32Arrays (for the fused ops). */
+  offs: Int32Array;
+  lens: Int32Array;
   maxLen: number;
   /** Row (in [0, T)) whose hidden state predicts each scored token. */
   rows: Int32Array;
@@ -154,7 +161,19 @@ function layoutOf(params: ModelParams, batch: Batch): Layout {
       n++;
     }
   }
-  return { T, tokens, offsets, lengths, maxLen, rows, targets, sequence, position };
+  return {
+    T,
+    tokens,
+    offsets,
+    lengths,
+    offs: Int32Array.from(offsets),
+    lens: Int32Array.from(lengths),
+    maxLen,
+    rows,
+    targets,
+    sequence,
+    position,
+  };
 }
 
 /** Activations of one layer kept for the backward pass. */
@@ -231,6 +250,10 @@ function allocLayerActs(D: Dims, ar: Arena, xIn: Float32Array, xOut?: Float32Arr
 /** Causal softmax attention for every sequence and head; fills a.attn and a.lse. */
 function attentionForward(k: Kernels, D: Dims, L: Layout, a: LayerActs, S: Float32Array): void {
   const { d, H, hd, scale } = D;
+  if (k.ops) {
+    k.ops.attentionForward(a.q, a.k, a.v, a.attn, a.lse, S, L.offs, L.lens, H, hd, scale);
+    return;
+  }
   for (let s = 0; s < L.offsets.length; s++) {
     const o = L.offsets[s];
     const n = L.lengths[s];
@@ -255,6 +278,26 @@ function attentionForward(k: Kernels, D: Dims, L: Layout, a: LayerActs, S: Float
       k.gemm(false, false, n, hd, n, 1, S, 0, n, a.v, off, d, 0, a.attn, off, d);
     }
   }
+}
+
+/** The TypeScript row-wise ops, used when the kernel set has no fused ones. */
+const jsOps = { rmsNormForward, rmsNormBackward, swigluForward, swigluBackward };
+
+/** RoPE (or its inverse) on every sequence of the batch. */
+function ropeAll(
+  ops: TrainOps | undefined,
+  x: Float32Array,
+  L: Layout,
+  H: number,
+  hd: number,
+  rope: RopeTables,
+  inverse: boolean,
+): void {
+  if (ops) {
+    ops.rope(x, L.offs, L.lens, H, hd, rope.cos, rope.sin, inverse);
+    return;
+  }
+  for (let s = 0; s < L.offsets.length; s++) ropeInPlace(x, L.offsets[s], L.lengths[s], H, hd, rope, inverse);
 }
 
 /** x·Wᵀ for x [T, inDim] and W [outDim, inDim] into y [T, outDim] (y = beta·y + x·Wᵀ). */
@@ -282,21 +325,20 @@ function layerForward(
   S: Float32Array,
 ): void {
   const { T, d, F, H, hd, eps } = D;
-  rmsNormForward(a.xIn, W.attnNorm, a.xn1, a.rstd1, T, d, eps);
+  const ops = k.ops;
+  (ops ?? jsOps).rmsNormForward(a.xIn, W.attnNorm, a.xn1, a.rstd1, T, d, eps);
   linear(k, T, d, d, a.xn1, W.wq, a.q, 0);
   linear(k, T, d, d, a.xn1, W.wk, a.k, 0);
   linear(k, T, d, d, a.xn1, W.wv, a.v, 0);
-  for (let s = 0; s < L.offsets.length; s++) {
-    ropeInPlace(a.q, L.offsets[s], L.lengths[s], H, hd, rope, false);
-    ropeInPlace(a.k, L.offsets[s], L.lengths[s], H, hd, rope, false);
-  }
+  ropeAll(ops, a.q, L, H, hd, rope, false);
+  ropeAll(ops, a.k, L, H, hd, rope, false);
   attentionForward(k, D, L, a, S);
   a.xMid.set(a.xIn);
   linear(k, T, d, d, a.attn, W.wo, a.xMid, 1);
-  rmsNormForward(a.xMid, W.ffnNorm, a.xn2, a.rstd2, T, d, eps);
+  (ops ?? jsOps).rmsNormForward(a.xMid, W.ffnNorm, a.xn2, a.rstd2, T, d, eps);
   linear(k, T, F, d, a.xn2, W.wGate, a.gate, 0);
   linear(k, T, F, d, a.xn2, W.wUp, a.up, 0);
-  swigluForward(a.gate, a.up, a.sig, a.hidden, T * F);
+  (ops ?? jsOps).swigluForward(a.gate, a.up, a.sig, a.hidden, T * F);
   a.xOut.set(a.xMid);
   linear(k, T, d, F, a.hidden, W.wDown, a.xOut, 1);
 }
@@ -341,7 +383,7 @@ function runTrunk(params: ModelParams, layout: Layout, kernels: Kernels, retain:
   }
   const xf = ar.take(T * d);
   const rstdF = ar.take(T);
-  rmsNormForward(x, W.outputNorm, xf, rstdF, T, d, c.normEps);
+  (kernels.ops ?? jsOps).rmsNormForward(x, W.outputNorm, xf, rstdF, T, d, c.normEps);
   return { D, layout, acts, xLast: x, rstdF, xf };
 }
 
@@ -386,7 +428,10 @@ export class TrainForward {
   /** @internal */ readonly params: ModelParams;
   /** @internal */ readonly kernels: Kernels;
   /** @internal */ readonly xs: Float32Array;
-  /** Softmax probabilities of the scored rows [scored, vocab], when small enough to keep. @internal */
+  /**
+   * Softmax probabilities of the scored rows [scored, vocab] (their logits with fused ops), when
+   * small enough to keep. @internal
+   */
   probs: Float32Array | null;
   /** @internal */ readonly lse: Float64Array;
   /** @internal */ retained: boolean;
@@ -467,11 +512,17 @@ export function forwardTrain(
   const logp = new Float64Array(N);
   const entropy = new Float64Array(N);
   const lse = new Float64Array(N);
+  const ops = kernels.ops;
   for (let r0 = 0; r0 < N; r0 += ch) {
     const m = Math.min(ch, N - r0);
     const buf = probs ?? scratch!;
     const base = probs ? r0 * V : 0;
     kernels.gemm(false, true, m, V, d, 1, xs, r0 * d, d, E, 0, d, 0, buf, base, V);
+    if (ops) {
+      // The fused head leaves the logits in place (kept for the backward pass).
+      ops.headForward(buf, base, m, V, layout.targets, r0, logp, entropy, lse, r0);
+      continue;
+    }
     for (let i = 0; i < m; i++) {
       const o = base + i * V;
       const zTarget = buf[o + layout.targets[r0 + i]];
@@ -509,6 +560,10 @@ function attentionBackward(
   dP: Float32Array,
 ): void {
   const { d, H, hd, scale } = D;
+  if (k.ops) {
+    k.ops.attentionBackward(a.q, a.k, a.v, a.lse, dAttn, dq, dk, dv, P, dP, L.offs, L.lens, H, hd, scale);
+    return;
+  }
   for (let s = 0; s < L.offsets.length; s++) {
     const o = L.offsets[s];
     const n = L.lengths[s];
@@ -535,6 +590,46 @@ function attentionBackward(
       k.gemm(false, false, n, hd, n, scale, dP, 0, n, a.k, off, d, 0, dq, off, d);
       k.gemm(true, false, n, hd, n, scale, dP, 0, n, a.q, off, d, 0, dk, off, d);
     }
+  }
+}
+
+/**
+ * The head's gradient in TypeScript, in place over rows [r0, r0 + m) of the chunk in `buf`:
+ * dz = dLogp·(onehot − p) − dEntropy·p·(log p + H), from the kept probabilities or from logits.
+ */
+function headBackwardRows(
+  buf: Float32Array,
+  base: number,
+  m: number,
+  V: number,
+  r0: number,
+  fw: TrainForward,
+  dLogp: ArrayLike<number>,
+  dEntropy: ArrayLike<number>,
+  kept: boolean,
+): void {
+  const targets = fw.trunk.layout.targets;
+  for (let i = 0; i < m; i++) {
+    const o = base + i * V;
+    const lse = fw.lse[r0 + i];
+    const ent = fw.stats.entropy[r0 + i];
+    const gl = dLogp[r0 + i];
+    const ge = dEntropy[r0 + i];
+    if (!kept) {
+      for (let j = 0; j < V; j++) {
+        const lp = buf[o + j] - lse;
+        buf[o + j] = -Math.exp(lp) * (gl + ge * (lp + ent));
+      }
+    } else if (ge === 0) {
+      for (let j = 0; j < V; j++) buf[o + j] *= -gl;
+    } else {
+      for (let j = 0; j < V; j++) {
+        const p = buf[o + j];
+        // p·log p → 0 as p → 0 (a probability that underflowed contributes nothing).
+        buf[o + j] = p > 0 ? -p * (gl + ge * (Math.log(p) + ent)) : 0;
+      }
+    }
+    buf[o + targets[r0 + i]] += gl;
   }
 }
 
@@ -597,32 +692,19 @@ export function backward(
   const probs = fw.probs;
   const scratch = probs ? null : ar.take(ch * V);
   const dxs = ar.take(N * d);
+  const ops = k.ops;
+  const dl64 = dLogp instanceof Float64Array ? dLogp : Float64Array.from(dLogp);
+  const de64 = dEntropy instanceof Float64Array ? dEntropy : Float64Array.from(dEntropy);
   for (let r0 = 0; r0 < N; r0 += ch) {
     const m = Math.min(ch, N - r0);
     const buf = probs ?? scratch!;
     const base = probs ? r0 * V : 0;
     if (!probs) k.gemm(false, true, m, V, d, 1, fw.xs, r0 * d, d, W.tokEmbd, 0, d, 0, buf, base, V);
-    for (let i = 0; i < m; i++) {
-      const o = base + i * V;
-      const lse = fw.lse[r0 + i];
-      const ent = fw.stats.entropy[r0 + i];
-      const gl = dLogp[r0 + i];
-      const ge = dEntropy[r0 + i];
-      if (!probs) {
-        for (let j = 0; j < V; j++) {
-          const lp = buf[o + j] - lse;
-          buf[o + j] = -Math.exp(lp) * (gl + ge * (lp + ent));
-        }
-      } else if (ge === 0) {
-        for (let j = 0; j < V; j++) buf[o + j] *= -gl;
-      } else {
-        for (let j = 0; j < V; j++) {
-          const p = buf[o + j];
-          // p·log p → 0 as p → 0 (a probability that underflowed contributes nothing).
-          buf[o + j] = p > 0 ? -p * (gl + ge * (Math.log(p) + ent)) : 0;
-        }
-      }
-      buf[o + layout.targets[r0 + i]] += gl;
+    if (ops) {
+      // Kept or recomputed, buf holds logits here.
+      ops.headBackward(buf, base, m, V, layout.targets, r0, fw.lse, fw.stats.entropy, dl64, de64, r0);
+    } else {
+      headBackwardRows(buf, base, m, V, r0, fw, dLogp, dEntropy, probs !== null);
     }
     k.gemm(false, false, m, d, V, 1, buf, base, V, W.tokEmbd, 0, d, 0, dxs, r0 * d, d);
     k.gemm(true, false, V, d, m, 1, buf, base, V, fw.xs, r0 * d, d, 1, G.tokEmbd, 0, d);
@@ -634,7 +716,8 @@ export function backward(
     for (let j = 0; j < d; j++) dxf[o + j] += dxs[i * d + j];
   }
   const dx = ar.zeros(T * d);
-  rmsNormBackward(dxf, trunk.xLast, W.outputNorm, trunk.rstdF, dx, G.outputNorm, T, d);
+  const nb = (ops ?? jsOps).rmsNormBackward;
+  nb(dxf, trunk.xLast, W.outputNorm, trunk.rstdF, dx, G.outputNorm, T, d);
 
   const dxn = dxf; // reused as scratch from here on
   const dHidden = ar.take(T * F);
@@ -655,27 +738,25 @@ export function backward(
     // MLP: xOut = xMid + hidden·Wdownᵀ.
     inputGrad(k, T, d, F, dx, w.wDown, dHidden, 0);
     weightGrad(k, T, d, F, dx, a.hidden, g.wDown);
-    swigluBackward(dHidden, a.gate, a.sig, a.up, dGate, dUp, T * F);
+    (ops ?? jsOps).swigluBackward(dHidden, a.gate, a.sig, a.up, dGate, dUp, T * F);
     weightGrad(k, T, F, d, dGate, a.xn2, g.wGate);
     weightGrad(k, T, F, d, dUp, a.xn2, g.wUp);
     inputGrad(k, T, F, d, dGate, w.wGate, dxn, 0);
     inputGrad(k, T, F, d, dUp, w.wUp, dxn, 1);
-    rmsNormBackward(dxn, a.xMid, w.ffnNorm, a.rstd2, dx, g.ffnNorm, T, d);
+    nb(dxn, a.xMid, w.ffnNorm, a.rstd2, dx, g.ffnNorm, T, d);
     // Attention: xMid = xIn + attn·Woᵀ.
     inputGrad(k, T, d, d, dx, w.wo, dAttn, 0);
     weightGrad(k, T, d, d, dx, a.attn, g.wo);
     attentionBackward(k, D, layout, a, dAttn, dq, dk, dv, P, dP);
-    for (let s = 0; s < layout.offsets.length; s++) {
-      ropeInPlace(dq, layout.offsets[s], layout.lengths[s], H, hd, rope, true);
-      ropeInPlace(dk, layout.offsets[s], layout.lengths[s], H, hd, rope, true);
-    }
+    ropeAll(ops, dq, layout, H, hd, rope, true);
+    ropeAll(ops, dk, layout, H, hd, rope, true);
     weightGrad(k, T, d, d, dq, a.xn1, g.wq);
     weightGrad(k, T, d, d, dk, a.xn1, g.wk);
     weightGrad(k, T, d, d, dv, a.xn1, g.wv);
     inputGrad(k, T, d, d, dq, w.wq, dxn, 0);
     inputGrad(k, T, d, d, dk, w.wk, dxn, 1);
     inputGrad(k, T, d, d, dv, w.wv, dxn, 1);
-    rmsNormBackward(dxn, a.xIn, w.attnNorm, a.rstd1, dx, g.attnNorm, T, d);
+    nb(dxn, a.xIn, w.attnNorm, a.rstd1, dx, g.attnNorm, T, d);
   }
   // Embedding rows.
   for (let t = 0; t < T; t++) {

@@ -4,17 +4,21 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { UsageError } from "../../core/errors.js";
 import { checkGemmArgs, scaleC } from "./gemm-args.js";
-import type { Kernels } from "./types.js";
+import type { Kernels, TrainOps } from "./types.js";
 
 /**
  * The "native" kernel: OpenBLAS cblas_sgemm through the small N-API addon in native/
  * (built by `npm run build:native`, optional). Zero-copy: the addon works on the Float32Arrays' memory.
  *
+ * The addon also carries the learner's row-wise hot paths (native/mage_ops.c), exposed as `ops`;
+ * an addon built before they existed still loads, without them.
+ *
  * OpenBLAS runs with 1 thread unless MAGE_BLAS_THREADS (or, failing that, OPENBLAS_NUM_THREADS) says
  * otherwise: the target machine has 2 cores and a learner may run beside a second process.
  */
 
-interface Addon {
+/** The addon's exports: sgemm and thread control (mage_blas.c) plus the fused ops (mage_ops.c). */
+interface Addon extends Partial<TrainOps> {
   sgemm(
     transA: boolean,
     transB: boolean,
@@ -75,10 +79,33 @@ export function nativeThreadsFromEnv(env: NodeJS.ProcessEnv = process.env): numb
   return 1;
 }
 
-function wrap(addon: Addon, path: string): NativeKernels {
+const OP_NAMES = [
+  "rmsNormForward",
+  "rmsNormBackward",
+  "swigluForward",
+  "swigluBackward",
+  "rope",
+  "attentionForward",
+  "attentionBackward",
+  "headForward",
+  "headBackward",
+  "adamw",
+  "scale",
+  "sumSquares",
+] as const satisfies readonly (keyof TrainOps)[];
+
+/** The addon's fused ops, when it has all of them (the functions need no `this`). */
+function opsOf(addon: Addon): TrainOps | undefined {
+  if (!OP_NAMES.every((n) => typeof addon[n] === "function")) return undefined;
+  return Object.fromEntries(OP_NAMES.map((n) => [n, addon[n]])) as unknown as TrainOps;
+}
+
+function wrap(addon: Addon, path: string, env: NodeJS.ProcessEnv): NativeKernels {
   return {
     name: "native",
     path,
+    // MAGE_NATIVE_OPS=0 keeps only the GEMM (to measure what the fused ops bring).
+    ops: env.MAGE_NATIVE_OPS === "0" ? undefined : opsOf(addon),
     threads: () => addon.getThreads(),
     setThreads(t: number) {
       if (!Number.isInteger(t) || t < 1)
@@ -116,7 +143,7 @@ export function nativeStatus(env: NodeJS.ProcessEnv = process.env): NativeStatus
   } else {
     try {
       const addon = createRequire(import.meta.url)(path) as Addon;
-      const kernels = wrap(addon, path);
+      const kernels = wrap(addon, path, env);
       kernels.setThreads(threads);
       status = { available: true, kernels };
     } catch (e) {

@@ -6,10 +6,16 @@
  *
  * op(A) is A (M×K, leading dimension lda) or Aᵀ when transA (A stored K×M). Same for B.
  * Offsets index into the arrays, so callers can address slices without copying.
+ *
+ * A kernel set may also bring `ops`, native versions of the learner's row-wise hot paths; the
+ * model uses them when present and its own TypeScript versions (src/model/ops.ts,
+ * transformer.ts, adamw.ts) otherwise.
  */
 export interface Kernels {
   /** "js" (pure TypeScript), "wasm" (SIMD WebAssembly) or "native" (OpenBLAS via N-API). */
   readonly name: string;
+  /** Fused training ops (the native kernels have them). */
+  readonly ops?: TrainOps;
   gemm(
     transA: boolean,
     transB: boolean,
@@ -28,4 +34,141 @@ export interface Kernels {
     cOff: number,
     ldc: number,
   ): void;
+}
+
+/**
+ * The learner's non-GEMM hot paths, each the counterpart of a TypeScript function with the same
+ * arguments and results up to float32 rounding (native/mage_ops.c). Matrices are row-major;
+ * `offsets`/`lengths` give each sequence's first row and length in a ragged [T, ·] batch.
+ * Calls outside the arrays throw a RangeError.
+ */
+export interface TrainOps {
+  /** `rmsNormForward` in ops.ts. */
+  rmsNormForward(
+    x: Float32Array,
+    g: Float32Array,
+    y: Float32Array,
+    rstd: Float32Array,
+    rows: number,
+    d: number,
+    eps: number,
+  ): void;
+  /** `rmsNormBackward` in ops.ts (dx and dg accumulated). */
+  rmsNormBackward(
+    dy: Float32Array,
+    x: Float32Array,
+    g: Float32Array,
+    rstd: Float32Array,
+    dx: Float32Array,
+    dg: Float32Array,
+    rows: number,
+    d: number,
+  ): void;
+  swigluForward(gate: Float32Array, up: Float32Array, sig: Float32Array, out: Float32Array, n: number): void;
+  swigluBackward(
+    dOut: Float32Array,
+    gate: Float32Array,
+    sig: Float32Array,
+    up: Float32Array,
+    dGate: Float32Array,
+    dUp: Float32Array,
+    n: number,
+  ): void;
+  /** `ropeInPlace` in ops.ts for every sequence (cos/sin: the RopeTables arrays). */
+  rope(
+    x: Float32Array,
+    offsets: Int32Array,
+    lengths: Int32Array,
+    nHeads: number,
+    headDim: number,
+    cos: Float32Array,
+    sin: Float32Array,
+    inverse: boolean,
+  ): void;
+  /**
+   * Causal softmax attention over every sequence and head: attn = softmax(scale·q·kᵀ)·v per head,
+   * the log-sum-exp of every score row into lse [T, nHeads]; S is scratch of ≥ maxLen² floats.
+   */
+  attentionForward(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    attn: Float32Array,
+    lse: Float32Array,
+    S: Float32Array,
+    offsets: Int32Array,
+    lengths: Int32Array,
+    nHeads: number,
+    headDim: number,
+    scale: number,
+  ): void;
+  /** Backward of attentionForward: overwrites dq, dk, dv; P and dP are scratch of ≥ maxLen² floats. */
+  attentionBackward(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    lse: Float32Array,
+    dAttn: Float32Array,
+    dq: Float32Array,
+    dk: Float32Array,
+    dv: Float32Array,
+    P: Float32Array,
+    dP: Float32Array,
+    offsets: Int32Array,
+    lengths: Int32Array,
+    nHeads: number,
+    headDim: number,
+    scale: number,
+  ): void;
+  /**
+   * For `rows` logits rows z[zOff + r·V, +V) (left unchanged): log-sum-exp, entropy and
+   * log p(targets[tOff + r]) into lse/entropy/logp[sOff + r].
+   */
+  headForward(
+    z: Float32Array,
+    zOff: number,
+    rows: number,
+    V: number,
+    targets: Int32Array,
+    tOff: number,
+    logp: Float64Array,
+    entropy: Float64Array,
+    lse: Float64Array,
+    sOff: number,
+  ): void;
+  /**
+   * Overwrites the logits rows with dLoss/dz = −p·(dLogp + dEntropy·(log p + H)) plus dLogp at
+   * the target, p = exp(z − lse).
+   */
+  headBackward(
+    z: Float32Array,
+    zOff: number,
+    rows: number,
+    V: number,
+    targets: Int32Array,
+    tOff: number,
+    lse: Float64Array,
+    entropy: Float64Array,
+    dLogp: Float64Array,
+    dEntropy: Float64Array,
+    sOff: number,
+  ): void;
+  /** The AdamW moment and parameter update of `AdamW.update` (bit-identical), without weight decay. */
+  adamw(
+    p: Float32Array,
+    g: Float32Array,
+    m: Float32Array,
+    v: Float32Array,
+    n: number,
+    beta1: number,
+    beta2: number,
+    stepSize: number,
+    sqrtBc2: number,
+    eps: number,
+    gradScale: number,
+  ): void;
+  /** a[off, off + n) *= f. */
+  scale(a: Float32Array, off: number, n: number, f: number): void;
+  /** Σ a[i]², accumulated in float64. */
+  sumSquares(a: Float32Array): number;
 }
