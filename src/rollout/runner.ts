@@ -136,7 +136,20 @@ export async function runTrials(
     return rec;
   };
 
+  /** An attempt cut off unfinished: games where stalling would beat playing charge a forfeit, on the last play row. */
+  const chargeForfeit = (t: LiveTrial): void => {
+    if (t.current.finished) return;
+    const f = t.task.forfeit?.() ?? null;
+    if (!f) return;
+    t.current.reward += f.reward;
+    t.current.score = f.score;
+    t.current.forfeited = true;
+    const last = t.rows[t.rows.length - 1];
+    if (last?.phase === "play" && last.attempt === t.attempt) last.reward += f.reward;
+  };
+
   const endAttempt = (t: LiveTrial): void => {
+    chargeForfeit(t);
     t.attempts.push(t.current);
     const won = t.current.won;
     t.current = emptyAttempt();
@@ -247,7 +260,10 @@ export async function runTrials(
             continue;
           }
           // The trial outgrew the model's context: the attempt in progress ends unfinished and the trial stops.
-          if (t.stage === "play") t.attempts.push(t.current);
+          if (t.stage === "play") {
+            chargeForfeit(t);
+            t.attempts.push(t.current);
+          }
           finish(t, false, `context: ${tooLong}`);
         }
         if (batch.length === 0) return;

@@ -51,6 +51,8 @@ export interface AttemptSummary {
   invalidActions: number;
   /** The attempt reached a terminal state (not cut off by max turns). */
   finished: boolean;
+  /** Cut off by max turns and charged the task's forfeit (Kuhn: the agent's stake). */
+  forfeited?: boolean;
 }
 
 export interface TrialRecord {

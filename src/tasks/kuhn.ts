@@ -33,6 +33,16 @@ export class KuhnTask extends TwoPlayerTask<KuhnState, KuhnMove> {
     return 1 - this.agent;
   }
 
+  /** An unfinished hand is forfeited: the agent loses its ante and any chip it bet. */
+  forfeit(): { reward: number; score: number } | null {
+    if (kuhn.isTerminal(this.state)) return null;
+    let committed = 1;
+    this.state.moves.forEach((m, i) => {
+      if (i % 2 === this.agent && m === 1) committed += 1;
+    });
+    return { reward: -this.rewardScale * committed, score: -committed };
+  }
+
   protected parseMove(response: string, _state: KuhnState): Parsed<KuhnMove> {
     return parseKuhnMove(response);
   }

@@ -114,6 +114,11 @@ export interface TextTask {
   info(): TaskInfo;
   /** Prompt text for this instance (depends on the seat, fixed after construction). */
   promptText(): TaskPromptText;
+  /**
+   * What an attempt that ran out of turns unfinished costs, for games where stalling would
+   * otherwise beat playing (Kuhn: the agent forfeits what it put in the pot). Omitted: no cost.
+   */
+  forfeit?(): { reward: number; score: number } | null;
 }
 
 /** Options shared by every task constructor. */

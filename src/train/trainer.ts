@@ -261,7 +261,13 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       params: paramsToMap(learner.params),
       tokenizer,
       trainingState: { tensors: state.tensors, json },
-      meta: { kernel: kernels.name, backend: `cpu-${kernels.name}`, run: config.name, iteration },
+      meta: {
+        kernel: kernels.name,
+        backend: `cpu-${kernels.name}`,
+        run: config.name,
+        game: config.game,
+        iteration,
+      },
     });
     await pruneCheckpoints(outDir, config.train.keepLast, best.iteration);
   };

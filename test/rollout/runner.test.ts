@@ -166,4 +166,35 @@ describe("trial runner", () => {
     assert.equal(perRow.batch.sequences.length, rows.length);
     assert.deepEqual(Array.from(perRow.advantages), Array.from(tb.advantages));
   });
+  it("charges a Kuhn hand that ran out of turns as a forfeit, so stalling never beats playing", async () => {
+    const def = await loadTask("kuhn");
+    const stall: Policy = {
+      name: "stall",
+      async generate(requests) {
+        return requests.map(() => ({
+          text: "hmm",
+          tokenIds: [1],
+          logprobs: [-1],
+          finishReason: "stop",
+          promptTokens: 1,
+        }));
+      },
+    };
+    const trials = await runTrials(
+      specs(8, ["aggressive"]),
+      (s) => def.create({ opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }),
+      stall,
+      Rng.seeded(2),
+      { ...OPTS, attempts: 2 },
+    );
+    for (const t of trials) {
+      for (const a of t.attempts) {
+        assert.equal(a.forfeited, true);
+        assert.ok(a.score <= -1, `forfeit costs at least the ante (${a.score})`);
+        assert.equal(a.reward, 5 * a.score);
+      }
+      const lastPlay = t.rows.filter((r) => r.phase === "play" && r.attempt === 0).at(-1)!;
+      assert.equal(lastPlay.reward, 5 * t.attempts[0].score);
+    }
+  });
 });
