@@ -10,6 +10,8 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   play: async () => (await import("./play.js")).command,
   "kuhn-table": async () => (await import("./kuhn-table.js")).command,
   config: async () => (await import("./config.js")).command,
+  train: async () => (await import("./train.js")).command,
+  eval: async () => (await import("./eval.js")).command,
   pretrain: async () => (await import("./pretrain.js")).command,
   report: async () => (await import("./report.js")).command,
   serve: async () => (await import("./serve.js")).command,

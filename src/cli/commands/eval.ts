@@ -1,0 +1,140 @@
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { UsageError } from "../../core/errors.js";
+import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js";
+import { loadCheckpoint } from "../../model/checkpoint.js";
+import { openPolicy } from "../../policy/factory.js";
+import { EVAL_SAMPLING } from "../../policy/types.js";
+import { checkOpponentSpec, loadTask, TASK_NAMES } from "../../tasks/registry.js";
+import { REFLECTION_TYPES } from "../../tasks/types.js";
+import { parseFlags } from "../args.js";
+import type { Command } from "../command.js";
+
+const USAGE = [
+  "mage eval (--checkpoint DIR | --policy SPEC) [--game G] --opponent SPEC[,SPEC...] [--seat first|second|both]",
+  "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
+  "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json]",
+  "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
+].join("\n");
+
+function num(name: string, v: string | undefined, fallback: number, integer = false): number {
+  if (v === undefined) return fallback;
+  const x = Number(v);
+  if (!Number.isFinite(x) || (integer && !Number.isInteger(x)) || x < 0) {
+    throw new UsageError(
+      `--${name} must be a ${integer ? "non-negative integer" : "non-negative number"}, got "${v}"`,
+    );
+  }
+  return x;
+}
+
+export const command: Command = {
+  name: "eval",
+  summary:
+    "Evaluate a policy (embedded checkpoint, OpenAI-compatible server, GGUF) against opponents over multi-attempt trials",
+  usage: USAGE,
+  async run(argv) {
+    const { values } = parseFlags(
+      argv,
+      {
+        checkpoint: { type: "string" },
+        policy: { type: "string" },
+        game: { type: "string" },
+        opponent: { type: "string" },
+        seat: { type: "string" },
+        attempts: { type: "string" },
+        trials: { type: "string" },
+        reflection: { type: "string" },
+        style: { type: "string" },
+        "max-tokens": { type: "string" },
+        temperature: { type: "string" },
+        "top-p": { type: "string" },
+        "top-k": { type: "string" },
+        seed: { type: "string" },
+        out: { type: "string" },
+        json: { type: "boolean" },
+      },
+      USAGE,
+    );
+    if ((values.checkpoint === undefined) === (values.policy === undefined)) {
+      throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
+    }
+    const spec = values.policy ?? `checkpoint:${values.checkpoint}`;
+    let game = values.game;
+    if (game === undefined && values.checkpoint !== undefined) {
+      const meta = (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
+      if (typeof meta.game === "string") game = meta.game;
+    }
+    if (game === undefined)
+      throw new UsageError(`--game is required; valid choices: ${TASK_NAMES.join(", ")}`);
+    const task = await loadTask(game);
+    const seatArg = values.seat ?? "first";
+    if (!["first", "second", "both"].includes(seatArg)) {
+      throw new UsageError(`unknown --seat "${seatArg}"; valid choices: first, second, both`);
+    }
+    const seats: ("first" | "second")[] =
+      seatArg === "both" ? ["first", "second"] : [seatArg as "first" | "second"];
+    let cells: EvalCell[];
+    if (task.twoPlayer) {
+      const opponents = (values.opponent ?? task.defaultOpponent ?? "")
+        .split(",")
+        .filter((s) => s.length > 0);
+      if (opponents.length === 0) throw new UsageError("--opponent is required");
+      for (const o of opponents) checkOpponentSpec(game, o);
+      cells = opponents.flatMap((opponent) => seats.map((seat) => ({ opponent, seat, unseen: true })));
+    } else {
+      if (values.opponent !== undefined)
+        throw new UsageError(`${game} is single-player and takes no --opponent`);
+      cells = [{ opponent: null, seat: null, unseen: true }];
+    }
+    const reflection = values.reflection ?? "reflection_only";
+    if (reflection !== "none" && !(REFLECTION_TYPES as readonly string[]).includes(reflection)) {
+      throw new UsageError(
+        `unknown --reflection "${reflection}"; valid choices: none, ${REFLECTION_TYPES.join(", ")}`,
+      );
+    }
+    const opened = await openPolicy(spec);
+    const style = values.style ?? opened.promptStyle;
+    if (style !== "compact" && style !== "full") {
+      throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
+    }
+    const seed = num("seed", values.seed, 0, true);
+    const out = values.out ?? `runs/eval/${game}-s${seed}.jsonl`;
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, "");
+    try {
+      const result = await evaluate(opened.policy, {
+        task,
+        cells,
+        trials: num("trials", values.trials, 100, true),
+        attempts: num("attempts", values.attempts, 3, true),
+        reflection: reflection as never,
+        promptStyle: style,
+        maxTurns: task.maxTurns,
+        sampling: {
+          temperature: num("temperature", values.temperature, EVAL_SAMPLING.temperature),
+          topP: num("top-p", values["top-p"], EVAL_SAMPLING.topP),
+          topK: num("top-k", values["top-k"], EVAL_SAMPLING.topK, true),
+          maxTokens: num("max-tokens", values["max-tokens"], opened.kind === "embedded" ? 48 : 1024, true),
+          stop: [],
+        },
+        seed,
+        concurrency: opened.kind === "embedded" ? 1 : 8,
+        onTrial: (t) =>
+          appendFileSync(
+            out,
+            `${JSON.stringify({ trialId: t.trialId, opponent: t.opponent, seat: t.seat, taskSeed: t.taskSeed, attempts: t.attempts, aborted: t.aborted, ...(t.stopReason ? { stopReason: t.stopReason } : {}), memory: t.memory })}\n`,
+          ),
+      });
+      if (values.json) {
+        console.log(JSON.stringify({ policy: spec, game, cells: result.cells, trialsFile: out }));
+      } else {
+        console.log(formatCells(result.cells));
+        console.log(`intervals: 95% percentile bootstrap over trials; trials written to ${out}`);
+      }
+      return 0;
+    } finally {
+      await opened.close();
+    }
+  },
+};

@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { Rng } from "../../src/core/rng.js";
+import { loadCheckpoint, saveCheckpoint } from "../../src/model/checkpoint.js";
+import { presetConfig } from "../../src/model/config.js";
+import { initParams } from "../../src/model/params.js";
+import { paramsToMap } from "../../src/model/params-io.js";
+import { byteTokenizer } from "../../src/model/tokenizer.js";
+import { loadConfig } from "../../src/train/config.js";
+import { train } from "../../src/train/trainer.js";
+
+const TIMING_KEYS = new Set(["rollout_ms", "update_ms", "wall_s"]);
+
+function metricsWithoutTimes(dir: string): Record<string, number>[] {
+  return readFileSync(join(dir, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .map((m) => Object.fromEntries(Object.entries(m).filter(([k]) => !TIMING_KEYS.has(k))) as Record<string, number>);
+}
+
+async function waitFor(pred: () => boolean, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error("timed out waiting for the run to progress");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("resume", () => {
+  it("kill -9 mid-iteration, then --resume, ends exactly where an uninterrupted run ends", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
+    const tok = byteTokenizer();
+    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 1024, nLayers: 1 });
+    await saveCheckpoint(join(root, "base"), {
+      config: model,
+      params: paramsToMap(initParams(model, Rng.seeded(4))),
+      tokenizer: tok,
+    });
+    const cfgPath = join(root, "run.yaml");
+    writeFileSync(
+      cfgPath,
+      [
+        "name: resume-test",
+        "seed: 3",
+        "game: kuhn",
+        `model: { checkpoint: ${JSON.stringify(join(root, "base"))}, kernels: auto }`,
+        "task: { attempts: 2, maxTurns: 2 }",
+        "population: { opponents: [{ spec: aggressive }, { spec: cfr-mixed }] }",
+        "rollout: { tasksPerIteration: 2, groupSize: 3, maxResponseTokens: 6 }",
+        "optim: { lr: 1.0e-3, klCoef: 0.1, miniBatchRows: 8 }",
+        "advantage: { roleBaselineDecay: 0.9 }",
+        "train: { iterations: 6, checkpointEvery: 1, keepLast: 2 }",
+        "eval: { every: 2, trials: 2, finalTrials: 3 }",
+        "",
+      ].join("\n"),
+    );
+    const config = loadConfig(cfgPath);
+
+    const straight = join(root, "straight");
+    await train({ config, outDir: straight, resume: false, progress: false, log: () => {} });
+
+    const killed = join(root, "killed");
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "src/cli/main.ts", "train", "--config", cfgPath, "--out", killed, "--no-progress"],
+      { stdio: "ignore" },
+    );
+    const metricsFile = join(killed, "metrics.jsonl");
+    const lines = () => (existsSync(metricsFile) ? readFileSync(metricsFile, "utf8").trim().split("\n").length : 0);
+    await waitFor(() => lines() >= 3, 120_000);
+    await new Promise((r) => setTimeout(r, 150)); // somewhere inside the next iteration
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+    assert.ok(lines() < 6, "the run was killed before it finished");
+
+    await train({ config, outDir: killed, resume: true, progress: false, log: () => {} });
+
+    assert.deepEqual(metricsWithoutTimes(killed), metricsWithoutTimes(straight));
+    const a = await loadCheckpoint(join(straight, "checkpoints", "iter-000006"), { trainingState: true });
+    const b = await loadCheckpoint(join(killed, "checkpoints", "iter-000006"), { trainingState: true });
+    for (const [name, t] of a.params) assert.deepEqual(b.params.get(name), t, `parameter ${name}`);
+    for (const [name, t] of a.trainingState!.tensors) {
+      assert.deepEqual(b.trainingState!.tensors.get(name)!.data, t.data, `optimizer ${name}`);
+    }
+    const sa = JSON.parse(readFileSync(join(straight, "summary.json"), "utf8"));
+    const sb = JSON.parse(readFileSync(join(killed, "summary.json"), "utf8"));
+    assert.deepEqual(sb.finalEval, sa.finalEval);
+    assert.deepEqual(sb.periodicEval, sa.periodicEval);
+  });
+
+  it("refuses to overwrite a run that has checkpoints unless asked to resume", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
+    const tok = byteTokenizer();
+    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 256, nLayers: 1 });
+    await saveCheckpoint(join(root, "base"), {
+      config: model,
+      params: paramsToMap(initParams(model, Rng.seeded(4))),
+      tokenizer: tok,
+    });
+    const cfgPath = join(root, "run.yaml");
+    writeFileSync(
+      cfgPath,
+      `game: kuhn\nmodel: { checkpoint: ${JSON.stringify(join(root, "base"))} }\ntask: { attempts: 1, maxTurns: 1 }\npopulation: { opponents: [{ spec: aggressive }] }\nrollout: { tasksPerIteration: 1, groupSize: 2, maxResponseTokens: 4 }\ntrain: { iterations: 1 }\neval: { every: 0, finalTrials: 1 }\n`,
+    );
+    const config = loadConfig(cfgPath);
+    const out = join(root, "run");
+    await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
+    await assert.rejects(train({ config, outDir: out, resume: false, progress: false, log: () => {} }), /--resume/);
+  });
+});
