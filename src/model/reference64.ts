@@ -414,7 +414,11 @@ function statsOf(g: Graph, lossMask: Uint8Array[]): TokenStats {
   const pos: number[] = [];
   lossMask.forEach((m, s) => {
     let k = 0;
-    for (let t = 1; t < m.length; t++) if (m[t]) seqIdx.push(s), pos.push(k++);
+    for (let t = 1; t < m.length; t++) {
+      if (!m[t]) continue;
+      seqIdx.push(s);
+      pos.push(k++);
+    }
   });
   return {
     logp: Float64Array.from(g.logp.data),

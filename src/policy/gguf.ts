@@ -414,7 +414,7 @@ export class GgufPolicy implements Policy {
       const greedy = s.temperature === 0;
       const options: Record<string, unknown> = {
         temperature: s.temperature,
-        topK: s.topK > 0 ? s.topK : 0,
+        topK: Math.max(s.topK, 0),
         topP: s.topP,
         minP: 0,
         seed: req.seed >>> 0,

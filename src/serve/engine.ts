@@ -15,7 +15,7 @@
  */
 import type { ModelConfig } from "../model/config.js";
 import type { Kernels } from "../model/kernels/types.js";
-import { allocParams, type ModelParams } from "../model/params.js";
+import type { ModelParams } from "../model/params.js";
 import { type KvCache, type SampleRequest, Sampler } from "../model/sampler.js";
 import { TokenSampler } from "../model/sampling.js";
 import type { Tokenizer } from "../model/tokenizer.js";

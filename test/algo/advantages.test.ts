@@ -4,7 +4,8 @@ import { type AdvantageRow, computeAdvantages, RoleBaselines, scopeKey } from ".
 import { Rng } from "../../src/core/rng.js";
 
 function close(actual: number[], expected: number[], tol = 1e-4): void {
-  actual.forEach((a, i) => assert.ok(Math.abs(a - expected[i]) <= tol, `index ${i}: ${a} vs ${expected[i]}`));
+  for (const [i, a] of actual.entries())
+    assert.ok(Math.abs(a - expected[i]) <= tol, `index ${i}: ${a} vs ${expected[i]}`);
 }
 
 const row = (score: number, stepReturn: number, anchor: string, attempt = 0): AdvantageRow => ({

@@ -8,7 +8,8 @@ const MAGE = { mode: "differential", stepGamma: 0.95, trajGamma: 0.6, returnForm
 
 function close(actual: number[], expected: number[], tol = 1e-4): void {
   assert.equal(actual.length, expected.length);
-  actual.forEach((a, i) => assert.ok(Math.abs(a - expected[i]) <= tol, `index ${i}: ${a} vs ${expected[i]}`));
+  for (const [i, a] of actual.entries())
+    assert.ok(Math.abs(a - expected[i]) <= tol, `index ${i}: ${a} vs ${expected[i]}`);
 }
 
 describe("credit assignment (reference §2 worked examples)", () => {

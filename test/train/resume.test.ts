@@ -20,7 +20,10 @@ function metricsWithoutTimes(dir: string): Record<string, number>[] {
     .trim()
     .split("\n")
     .map((l) => JSON.parse(l))
-    .map((m) => Object.fromEntries(Object.entries(m).filter(([k]) => !TIMING_KEYS.has(k))) as Record<string, number>);
+    .map(
+      (m) =>
+        Object.fromEntries(Object.entries(m).filter(([k]) => !TIMING_KEYS.has(k))) as Record<string, number>,
+    );
 }
 
 async function waitFor(pred: () => boolean, ms: number): Promise<void> {
@@ -71,7 +74,8 @@ describe("resume", () => {
       { stdio: "ignore" },
     );
     const metricsFile = join(killed, "metrics.jsonl");
-    const lines = () => (existsSync(metricsFile) ? readFileSync(metricsFile, "utf8").trim().split("\n").length : 0);
+    const lines = () =>
+      existsSync(metricsFile) ? readFileSync(metricsFile, "utf8").trim().split("\n").length : 0;
     await waitFor(() => lines() >= 3, 120_000);
     await new Promise((r) => setTimeout(r, 150)); // somewhere inside the next iteration
     child.kill("SIGKILL");
@@ -110,6 +114,9 @@ describe("resume", () => {
     const config = loadConfig(cfgPath);
     const out = join(root, "run");
     await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
-    await assert.rejects(train({ config, outDir: out, resume: false, progress: false, log: () => {} }), /--resume/);
+    await assert.rejects(
+      train({ config, outDir: out, resume: false, progress: false, log: () => {} }),
+      /--resume/,
+    );
   });
 });
