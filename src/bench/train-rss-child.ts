@@ -5,12 +5,27 @@
  *
  *   node dist/bench/train-rss-child.js PRESET BATCH SEQLEN KERNELS [STEPS]
  */
+import { readFileSync } from "node:fs";
 import { Rng } from "../core/rng.js";
 import { presetConfig } from "../model/config.js";
 import { selectKernels } from "../model/kernels/select.js";
 import { Learner } from "../model/learner.js";
 import type { LossFn } from "../model/loss-types.js";
 import type { Batch } from "../model/transformer.js";
+
+/**
+ * This process's peak resident set. On Linux, VmHWM of /proc/self/status: getrusage's maxRSS is
+ * wrong here, as a child started by fork + exec inherits its parent's high-water mark.
+ */
+function peakRssMiB(): number {
+  try {
+    const m = /^VmHWM:\s+(\d+)\s+kB/m.exec(readFileSync("/proc/self/status", "utf8"));
+    if (m) return Number(m[1]) / 1024;
+  } catch {
+    // not Linux
+  }
+  return process.resourceUsage().maxRSS / 1024;
+}
 
 async function main(): Promise<void> {
   const [preset, b, l, kernelName, s] = process.argv.slice(2);
@@ -42,7 +57,7 @@ async function main(): Promise<void> {
   const learner = Learner.create(config, rng.derive("init"), { kernels });
   let ms = 0;
   for (let i = 0; i < steps; i++) ms = learner.update(batch, loss).ms;
-  const maxRssMiB = process.resourceUsage().maxRSS / 1024;
+  const maxRssMiB = peakRssMiB();
   console.log(JSON.stringify({ maxRssMiB, ms, kernels: kernels.name }));
 }
 
