@@ -12,8 +12,8 @@
  *   attentionBackward(q, k, v, lse, dAttn, dq, dk, dv, P, dP, offsets, lengths, nHeads, headDim, scale)
  *   headForward(z, zOff, rows, V, targets, tOff, logp, entropy, lse, sOff)   z (logits) unchanged
  *   headBackward(z, zOff, rows, V, targets, tOff, lse, entropy, dLogp, dEntropy, sOff)   z := dLoss/dz
- *   adamw(p, g, m, v, n, beta1, beta2, stepSize, sqrtBc2, eps, gradScale)   float64 per element, as adamw.ts
- *   scale(a, off, n, f)      a[off..off+n) *= f
+ *   adamw(p, g, m, v, off, n, beta1, beta2, stepSize, sqrtBc2, eps, gradScale, decay)
+ *                           elements [off, off + n): p *= decay, then the AdamW step, float64 as adamw.ts
  *   sumSquares(a) -> number  (float64 accumulation)
  *
  * Every typed array is checked for type and length against the sizes the call addresses, so a
@@ -218,15 +218,17 @@ HOT static void head_row_backward(float *z, int V, int target, double lse, doubl
 }
 
 HOT static void adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double b1, double b2,
-                             double stepSize, double sqrtBc2, double eps, double gradScale) {
+                             double stepSize, double sqrtBc2, double eps, double gradScale, double decay) {
   const double c1 = 1 - b1, c2 = 1 - b2;
   for (int64_t i = 0; i < n; i++) {
+    /* Decay first, rounded to float32 as adamw.ts stores it, then the step. */
+    const float pd = decay != 1 ? (float)(p[i] * decay) : p[i];
     const double gi = (double)g[i] * gradScale;
     const double mi = b1 * m[i] + c1 * gi;
     const double vi = b2 * v[i] + c2 * gi * gi;
     m[i] = (float)mi;
     v[i] = (float)vi;
-    p[i] = (float)(p[i] - (stepSize * mi) / (sqrt(vi) / sqrtBc2 + eps));
+    p[i] = (float)(pd - (stepSize * mi) / (sqrt(vi) / sqrtBc2 + eps));
   }
 }
 
@@ -514,25 +516,14 @@ static napi_value head_backward_js(napi_env env, napi_callback_info info) {
 
 static napi_value adamw_js(napi_env env, napi_callback_info info) {
   Args a;
-  if (!args(env, info, "adamw", 11, &a)) return NULL;
-  int64_t n = i32(&a, 4, 0);
-  double b1 = f64(&a, 5), b2 = f64(&a, 6), stepSize = f64(&a, 7), sqrtBc2 = f64(&a, 8), eps = f64(&a, 9),
-         gs = f64(&a, 10);
-  float *p = F32(0, n), *g = F32(1, n), *m = F32(2, n), *v = F32(3, n);
+  if (!args(env, info, "adamw", 13, &a)) return NULL;
+  int64_t off = i32(&a, 4, 0), n = i32(&a, 5, 0);
+  double b1 = f64(&a, 6), b2 = f64(&a, 7), stepSize = f64(&a, 8), sqrtBc2 = f64(&a, 9), eps = f64(&a, 10),
+         gs = f64(&a, 11), decay = f64(&a, 12);
+  float *p = F32(0, off + n), *g = F32(1, off + n), *m = F32(2, off + n), *v = F32(3, off + n);
   if (!a.ok) return NULL;
   /* No flush-to-zero here: the update stays bit-identical to AdamW.update in adamw.ts. */
-  adamw_update(p, g, m, v, n, b1, b2, stepSize, sqrtBc2, eps, gs);
-  return NULL;
-}
-
-static napi_value scale_js(napi_env env, napi_callback_info info) {
-  Args a;
-  if (!args(env, info, "scale", 4, &a)) return NULL;
-  int64_t off = i32(&a, 1, 0), n = i32(&a, 2, 0);
-  double f = f64(&a, 3);
-  float *x = F32(0, off + n);
-  if (!a.ok) return NULL;
-  for (int64_t i = 0; i < n; i++) x[off + i] = (float)(x[off + i] * f);
+  adamw_update(p + off, g + off, m + off, v + off, n, b1, b2, stepSize, sqrtBc2, eps, gs, decay);
   return NULL;
 }
 
@@ -559,7 +550,6 @@ napi_status mage_ops_register(napi_env env, napi_value exports) {
       {"headForward", NULL, head_forward_js, NULL, NULL, NULL, napi_default, NULL},
       {"headBackward", NULL, head_backward_js, NULL, NULL, NULL, napi_default, NULL},
       {"adamw", NULL, adamw_js, NULL, NULL, NULL, napi_default, NULL},
-      {"scale", NULL, scale_js, NULL, NULL, NULL, napi_default, NULL},
       {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_default, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);

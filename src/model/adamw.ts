@@ -67,17 +67,20 @@ export class AdamW {
     const bc1 = 1 - b1 ** this.t;
     const sqrtBc2 = Math.sqrt(1 - b2 ** this.t);
     const stepSize = lr / bc1;
-    if (wd > 0 && lr > 0) {
-      const f = 1 - lr * wd;
-      for (const [a, b] of this.decayRanges) {
-        if (ops) ops.scale(p, a, b - a, f);
-        else for (let i = a; i < b; i++) p[i] *= f;
-      }
-    }
+    const f = wd > 0 && lr > 0 ? 1 - lr * wd : 1;
     if (ops) {
-      ops.adamw(p, g, this.m, this.v, this.size, b1, b2, stepSize, sqrtBc2, eps, gradScale);
+      // One pass per run of decaying / non-decaying tensors, decay fused into the update.
+      let at = 0;
+      for (const [a, b] of this.decayRanges) {
+        if (a > at) ops.adamw(p, g, this.m, this.v, at, a - at, b1, b2, stepSize, sqrtBc2, eps, gradScale, 1);
+        ops.adamw(p, g, this.m, this.v, a, b - a, b1, b2, stepSize, sqrtBc2, eps, gradScale, f);
+        at = b;
+      }
+      if (at < this.size)
+        ops.adamw(p, g, this.m, this.v, at, this.size - at, b1, b2, stepSize, sqrtBc2, eps, gradScale, 1);
       return;
     }
+    if (f !== 1) for (const [a, b] of this.decayRanges) for (let i = a; i < b; i++) p[i] *= f;
     const m = this.m;
     const v = this.v;
     const c1 = 1 - b1;

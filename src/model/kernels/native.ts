@@ -90,7 +90,6 @@ const OP_NAMES = [
   "headForward",
   "headBackward",
   "adamw",
-  "scale",
   "sumSquares",
 ] as const satisfies readonly (keyof TrainOps)[];
 

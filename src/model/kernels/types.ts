@@ -153,12 +153,16 @@ export interface TrainOps {
     dEntropy: Float64Array,
     sOff: number,
   ): void;
-  /** The AdamW moment and parameter update of `AdamW.update` (bit-identical), without weight decay. */
+  /**
+   * `AdamW.update` on elements [off, off + n): p *= decay, then the moment and parameter update
+   * (bit-identical to the TypeScript).
+   */
   adamw(
     p: Float32Array,
     g: Float32Array,
     m: Float32Array,
     v: Float32Array,
+    off: number,
     n: number,
     beta1: number,
     beta2: number,
@@ -166,9 +170,8 @@ export interface TrainOps {
     sqrtBc2: number,
     eps: number,
     gradScale: number,
+    decay: number,
   ): void;
-  /** a[off, off + n) *= f. */
-  scale(a: Float32Array, off: number, n: number, f: number): void;
   /** Σ a[i]², accumulated in float64. */
   sumSquares(a: Float32Array): number;
 }
