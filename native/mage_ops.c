@@ -15,6 +15,8 @@
  *   adamw(p, g, m, v, off, n, beta1, beta2, stepSize, sqrtBc2, eps, gradScale, decay)
  *                           elements [off, off + n): p *= decay, then the AdamW step, float64 as adamw.ts
  *   sumSquares(a) -> number  (float64 accumulation)
+ *   attendDecode(q, qOff, K, V, kvOff, headStride, len, nHeads, headDim, scale, out, outOff, scratch)
+ *                           one query row against a head-major KV cache (the sampler's decode step)
  *
  * Every typed array is checked for type and length against the sizes the call addresses, so a
  * bad call throws instead of touching memory outside the arrays. exp is a polynomial
@@ -229,6 +231,40 @@ HOT static void adamw_update(float *p, const float *g, float *m, float *v, int64
     m[i] = (float)mi;
     v[i] = (float)vi;
     p[i] = (float)(pd - (stepSize * mi) / (sqrt(vi) / sqrtBc2 + eps));
+  }
+}
+
+/* One query row (nHeads × headDim at q) against positions [0, len) of a head-major cache:
+ * head h's keys are the len × headDim matrix at K + h·headStride (values likewise). */
+HOT static void attend_decode(const float *q, const float *K, const float *V, int64_t headStride, int len, int H,
+                              int hd, float scale, float *out, float *s) {
+  for (int h = 0; h < H; h++) {
+    const float *qh = q + (int64_t)h * hd, *Kh = K + h * headStride, *Vh = V + h * headStride;
+    float *oh = out + (int64_t)h * hd;
+    float mx = -INFINITY;
+    for (int j = 0; j < len; j++) {
+      const float *kj = Kh + (int64_t)j * hd;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int i = 0; i < hd; i++) dot += qh[i] * kj[i];
+      s[j] = dot * scale;
+      mx = s[j] > mx ? s[j] : mx;
+    }
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < len; j++) {
+      const float e = exp_f(s[j] - mx);
+      s[j] = e;
+      sum += e;
+    }
+    for (int i = 0; i < hd; i++) oh[i] = 0;
+    for (int j = 0; j < len; j++) {
+      const float p = s[j];
+      const float *vj = Vh + (int64_t)j * hd;
+      for (int i = 0; i < hd; i++) oh[i] += p * vj[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < hd; i++) oh[i] *= inv;
   }
 }
 
@@ -538,6 +574,22 @@ static napi_value sum_squares_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
+static napi_value attend_decode_js(napi_env env, napi_callback_info info) {
+  Args a;
+  if (!args(env, info, "attendDecode", 13, &a)) return NULL;
+  int64_t qOff = i32(&a, 1, 0), kvOff = i32(&a, 4, 0), headStride = i32(&a, 5, 0), outOff = i32(&a, 11, 0);
+  int len = i32(&a, 6, 1), H = i32(&a, 7, 1), hd = i32(&a, 8, 1);
+  float scale = (float)f64(&a, 9);
+  int64_t row = (int64_t)H * hd, kvNeed = kvOff + (int64_t)(H - 1) * headStride + (int64_t)len * hd;
+  float *q = F32(0, qOff + row), *K = F32(2, kvNeed), *V = F32(3, kvNeed), *out = F32(10, outOff + row),
+        *scratch = F32(12, len);
+  if (!a.ok) return NULL;
+  FpMode fp = fp_fast();
+  attend_decode(q + qOff, K + kvOff, V + kvOff, headStride, len, H, hd, scale, out + outOff, scratch);
+  fp_restore(fp);
+  return NULL;
+}
+
 napi_status mage_ops_register(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"rmsNormForward", NULL, rms_norm_forward_js, NULL, NULL, NULL, napi_default, NULL},
@@ -551,6 +603,7 @@ napi_status mage_ops_register(napi_env env, napi_value exports) {
       {"headBackward", NULL, head_backward_js, NULL, NULL, NULL, napi_default, NULL},
       {"adamw", NULL, adamw_js, NULL, NULL, NULL, napi_default, NULL},
       {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_default, NULL},
+      {"attendDecode", NULL, attend_decode_js, NULL, NULL, NULL, napi_default, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
 }

@@ -1,6 +1,6 @@
 import { UsageError } from "../core/errors.js";
 import type { ParamSpec } from "./config.js";
-import type { TrainOps } from "./kernels/types.js";
+import type { FusedOps } from "./kernels/types.js";
 import type { ModelParams } from "./params.js";
 
 /** AdamW hyper-parameters (the learning rate comes from the schedule). */
@@ -60,7 +60,7 @@ export class AdamW {
    * One update of `p` with gradient `g · gradScale` at learning rate `lr`. With fused `ops` (the
    * native kernels') the same arithmetic runs there, with bit-identical results.
    */
-  update(p: Float32Array, g: Float32Array, lr: number, gradScale = 1, ops?: TrainOps): void {
+  update(p: Float32Array, g: Float32Array, lr: number, gradScale = 1, ops?: FusedOps): void {
     if (p.length !== this.size || g.length !== this.size) throw new Error("AdamW: size mismatch");
     const { beta1: b1, beta2: b2, eps, weightDecay: wd } = this.config;
     this.t += 1;

@@ -1,7 +1,7 @@
 import { UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
 import { type ModelConfig, paramSpecs } from "./config.js";
-import type { Kernels } from "./kernels/types.js";
+import type { FusedOps, Kernels } from "./kernels/types.js";
 import { TokenSampler, type TruncationParams, validateSampling } from "./sampling.js";
 
 /**
@@ -683,7 +683,8 @@ export class Sampler {
         let m = 1;
         while (r0 + m < n && this.rowCache[r0 + m] === cache && this.rowPos[r0 + m] === this.rowPos[r0] + m)
           m++;
-        if (m === 1 && this.inlineDecodeAttention) this.attendOne(r0, cache, l, scale);
+        if (m === 1 && this.kernels.ops) this.attendOneFused(r0, cache, l, scale, this.kernels.ops);
+        else if (m === 1 && this.inlineDecodeAttention) this.attendOne(r0, cache, l, scale);
         else this.attendBlock(r0, m, cache, l, scale);
         r0 += m;
       }
@@ -727,6 +728,33 @@ export class Sampler {
   private ensureScores(size: number): Float32Array {
     if (this.scores.length < size) this.scores = new Float32Array(Math.max(size, this.scores.length * 2));
     return this.scores;
+  }
+
+  /**
+   * Attention of one row against its cache positions [0, pos] in the kernel set's fused op (one
+   * native call for all heads, instead of two tiny GEMMs per head whose call overhead dominates).
+   */
+  private attendOneFused(r: number, cache: KvCache, l: number, scale: number, ops: FusedOps): void {
+    const c = this.config;
+    const len = this.rowPos[r] + 1;
+    const hd = this.headDim;
+    const s = this.ensureScores(len);
+    const d = c.dModel;
+    ops.attendDecode(
+      this.q,
+      r * d,
+      cache.k,
+      cache.v,
+      cache.base(l, 0),
+      cache.capacity * hd,
+      len,
+      c.nHeads,
+      hd,
+      scale,
+      this.att,
+      r * d,
+      s,
+    );
   }
 
   /**

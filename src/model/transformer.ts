@@ -17,7 +17,7 @@
  */
 import { UsageError } from "../core/errors.js";
 import { jsKernels } from "./kernels/js.js";
-import type { Kernels, TrainOps } from "./kernels/types.js";
+import type { Kernels, FusedOps } from "./kernels/types.js";
 import type { TokenStats } from "./loss-types.js";
 import {
   type RopeTables,
@@ -285,7 +285,7 @@ const jsOps = { rmsNormForward, rmsNormBackward, swigluForward, swigluBackward }
 
 /** RoPE (or its inverse) on every sequence of the batch. */
 function ropeAll(
-  ops: TrainOps | undefined,
+  ops: FusedOps | undefined,
   x: Float32Array,
   L: Layout,
   H: number,

@@ -4,7 +4,7 @@ import { Rng } from "../../src/core/rng.js";
 import { AdamW } from "../../src/model/adamw.js";
 import { presetConfig } from "../../src/model/config.js";
 import { nativeStatus } from "../../src/model/kernels/native.js";
-import type { Kernels, TrainOps } from "../../src/model/kernels/types.js";
+import type { Kernels, FusedOps } from "../../src/model/kernels/types.js";
 import { Learner } from "../../src/model/learner.js";
 import type { LossFn } from "../../src/model/loss-types.js";
 import {
@@ -17,10 +17,11 @@ import {
 } from "../../src/model/ops.js";
 import { initParams, type ModelParams, zerosLike } from "../../src/model/params.js";
 import { reference64Grads, toParams64 } from "../../src/model/reference64.js";
+import { randomWeights, Sampler } from "../../src/model/sampler.js";
 import { type Batch, backward, forwardTrain } from "../../src/model/transformer.js";
 
 const native = nativeStatus();
-const ops: TrainOps | undefined = native.available ? native.kernels.ops : undefined;
+const ops: FusedOps | undefined = native.available ? native.kernels.ops : undefined;
 const skip = ops
   ? false
   : `native ops unavailable (${native.available ? "addon built before mage_ops.c" : native.reason}); run \`npm run build:native\``;
@@ -47,7 +48,7 @@ function gemmOnly(k: Kernels): Kernels {
 }
 
 describe("native fused ops match the TypeScript ops", { skip }, () => {
-  const o = ops as TrainOps;
+  const o = ops as FusedOps;
 
   it("RMSNorm forward and backward", () => {
     const rng = Rng.seeded("nops-rms");
@@ -150,6 +151,59 @@ describe("native fused ops match the TypeScript ops", { skip }, () => {
       RangeError,
       "sequence outside the rows",
     );
+  });
+
+  it("decode attention over a head-major cache matches a direct computation", () => {
+    const rng = Rng.seeded("nops-decode");
+    const H = 3;
+    const hd = 8;
+    const cap = 11;
+    const len = 7;
+    const layerOff = 2 * H * cap * hd; // layer 2 of a 3-layer cache
+    const K = randn(rng, 3 * H * cap * hd);
+    const V = randn(rng, 3 * H * cap * hd);
+    const q = randn(rng, 2 * H * hd);
+    const out = new Float32Array(2 * H * hd);
+    o.attendDecode(q, H * hd, K, V, layerOff, cap * hd, len, H, hd, 0.35, out, H * hd, new Float32Array(len));
+    const want = new Float64Array(H * hd);
+    for (let h = 0; h < H; h++) {
+      const base = layerOff + h * cap * hd;
+      const sc = Array.from({ length: len }, (_, j) => {
+        let dot = 0;
+        for (let i = 0; i < hd; i++) dot += q[H * hd + h * hd + i] * K[base + j * hd + i];
+        return 0.35 * dot;
+      });
+      const mx = Math.max(...sc);
+      const e = sc.map((x) => Math.exp(x - mx));
+      const sum = e.reduce((a, b) => a + b, 0);
+      for (let j = 0; j < len; j++)
+        for (let i = 0; i < hd; i++) want[h * hd + i] += (e[j] / sum) * V[base + j * hd + i];
+    }
+    assert.ok(
+      maxRel(out.subarray(H * hd), want) < 1e-5,
+      `decode attention ${maxRel(out.subarray(H * hd), want)}`,
+    );
+    assert.ok(
+      out.subarray(0, H * hd).every((x) => x === 0),
+      "row 0 untouched",
+    );
+  });
+
+  it("the sampler decodes the same tokens with and without the fused decode attention", () => {
+    const k = (native as { kernels: Kernels }).kernels;
+    const config = presetConfig("tiny", { vocabSize: 300, contextLength: 64 });
+    const weights = randomWeights(config, 7);
+    const reqs = [5, 9, 2].map((n, i) => ({
+      promptIds: Array.from({ length: n }, (_, j) => (j * 37 + i * 11) % 300),
+      sampling: { temperature: 1, topK: 0, topP: 1, maxTokens: 12 },
+      seed: i,
+    }));
+    const a = new Sampler(config, k).generate(weights, reqs);
+    const b = new Sampler(config, gemmOnly(k)).generate(weights, reqs);
+    for (let i = 0; i < reqs.length; i++) {
+      assert.deepEqual(a[i].tokenIds, b[i].tokenIds);
+      assert.ok(maxRel(a[i].logprobs, b[i].logprobs, 1) < 1e-4, "log-probs agree");
+    }
   });
 
   it("AdamW with the fused update is bit-identical to the TypeScript one", () => {

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { UsageError } from "../../core/errors.js";
 import { checkGemmArgs, scaleC } from "./gemm-args.js";
-import type { Kernels, TrainOps } from "./types.js";
+import type { Kernels, FusedOps } from "./types.js";
 
 /**
  * The "native" kernel: OpenBLAS cblas_sgemm through the small N-API addon in native/
@@ -18,7 +18,7 @@ import type { Kernels, TrainOps } from "./types.js";
  */
 
 /** The addon's exports: sgemm and thread control (mage_blas.c) plus the fused ops (mage_ops.c). */
-interface Addon extends Partial<TrainOps> {
+interface Addon extends Partial<FusedOps> {
   sgemm(
     transA: boolean,
     transB: boolean,
@@ -91,12 +91,13 @@ const OP_NAMES = [
   "headBackward",
   "adamw",
   "sumSquares",
-] as const satisfies readonly (keyof TrainOps)[];
+  "attendDecode",
+] as const satisfies readonly (keyof FusedOps)[];
 
 /** The addon's fused ops, when it has all of them (the functions need no `this`). */
-function opsOf(addon: Addon): TrainOps | undefined {
+function opsOf(addon: Addon): FusedOps | undefined {
   if (!OP_NAMES.every((n) => typeof addon[n] === "function")) return undefined;
-  return Object.fromEntries(OP_NAMES.map((n) => [n, addon[n]])) as unknown as TrainOps;
+  return Object.fromEntries(OP_NAMES.map((n) => [n, addon[n]])) as unknown as FusedOps;
 }
 
 function wrap(addon: Addon, path: string, env: NodeJS.ProcessEnv): NativeKernels {

@@ -15,7 +15,7 @@ export interface Kernels {
   /** "js" (pure TypeScript), "wasm" (SIMD WebAssembly) or "native" (OpenBLAS via N-API). */
   readonly name: string;
   /** Fused training ops (the native kernels have them). */
-  readonly ops?: TrainOps;
+  readonly ops?: FusedOps;
   gemm(
     transA: boolean,
     transB: boolean,
@@ -37,12 +37,12 @@ export interface Kernels {
 }
 
 /**
- * The learner's non-GEMM hot paths, each the counterpart of a TypeScript function with the same
+ * The model's non-GEMM hot paths (training, plus the sampler's decode attention), each the counterpart of a TypeScript function with the same
  * arguments and results up to float32 rounding (native/mage_ops.c). Matrices are row-major;
  * `offsets`/`lengths` give each sequence's first row and length in a ragged [T, ·] batch.
  * Calls outside the arrays throw a RangeError.
  */
-export interface TrainOps {
+export interface FusedOps {
   /** `rmsNormForward` in ops.ts. */
   rmsNormForward(
     x: Float32Array,
@@ -174,4 +174,24 @@ export interface TrainOps {
   ): void;
   /** Σ a[i]², accumulated in float64. */
   sumSquares(a: Float32Array): number;
+  /**
+   * Attention of one query row (nHeads × headDim at q[qOff]) against positions [0, len) of a
+   * head-major KV cache: head h's keys are the len × headDim matrix at K[kvOff + h·headStride]
+   * (values in V likewise); the result goes to out[outOff, + nHeads·headDim). scratch: ≥ len floats.
+   */
+  attendDecode(
+    q: Float32Array,
+    qOff: number,
+    K: Float32Array,
+    V: Float32Array,
+    kvOff: number,
+    headStride: number,
+    len: number,
+    nHeads: number,
+    headDim: number,
+    scale: number,
+    out: Float32Array,
+    outOff: number,
+    scratch: Float32Array,
+  ): void;
 }
