@@ -17,7 +17,7 @@
  */
 import { UsageError } from "../core/errors.js";
 import { jsKernels } from "./kernels/js.js";
-import type { Kernels, FusedOps } from "./kernels/types.js";
+import type { FusedOps, Kernels } from "./kernels/types.js";
 import type { TokenStats } from "./loss-types.js";
 import {
   type RopeTables,

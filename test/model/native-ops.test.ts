@@ -4,7 +4,7 @@ import { Rng } from "../../src/core/rng.js";
 import { AdamW } from "../../src/model/adamw.js";
 import { presetConfig } from "../../src/model/config.js";
 import { nativeStatus } from "../../src/model/kernels/native.js";
-import type { Kernels, FusedOps } from "../../src/model/kernels/types.js";
+import type { FusedOps, Kernels } from "../../src/model/kernels/types.js";
 import { Learner } from "../../src/model/learner.js";
 import type { LossFn } from "../../src/model/loss-types.js";
 import {

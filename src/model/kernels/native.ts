@@ -4,7 +4,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { UsageError } from "../../core/errors.js";
 import { checkGemmArgs, scaleC } from "./gemm-args.js";
-import type { Kernels, FusedOps } from "./types.js";
+import type { FusedOps, Kernels } from "./types.js";
 
 /**
  * The "native" kernel: OpenBLAS cblas_sgemm through the small N-API addon in native/
