@@ -119,3 +119,28 @@ export function formatCells(cells: readonly CellResult[]): string {
   }
   return lines.join("\n");
 }
+
+/** Before/after lines per cell: attempt-1 score, final score, in-trial gain and success@K, with intervals. */
+export function formatBeforeAfter(before: readonly CellResult[], after: readonly CellResult[]): string {
+  const num = (x: number) => (x >= 0 ? "+" : "") + x.toFixed(3);
+  const est = (e: { mean: number; lo: number; hi: number }) => `${num(e.mean)} [${num(e.lo)}, ${num(e.hi)}]`;
+  const lines = [
+    "cell                              when     score@1                   final                     gain                      success@K",
+  ];
+  for (const a of after) {
+    const b = before.find((x) => x.opponent === a.opponent && x.seat === a.seat);
+    const label = `${a.opponent} (agent ${a.seat}${a.unseen ? ", unseen" : ""})`.padEnd(34);
+    for (const [when, c] of [
+      ["before", b],
+      ["after", a],
+    ] as const) {
+      if (!c) continue;
+      const m = c.metrics;
+      const k = m.successAt.length;
+      lines.push(
+        `${when === "before" ? label : "".padEnd(34)}${when.padEnd(9)}${est(m.scoreAt[0]).padEnd(26)}${est(m.final).padEnd(26)}${est(m.gain).padEnd(26)}${(100 * m.successAt[k - 1].mean).toFixed(1)}%`,
+      );
+    }
+  }
+  return lines.join("\n");
+}

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { RoleBaselines } from "../algo/advantages.js";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
-import { type EvalCell, evaluate, formatCells } from "../evaluate/evaluate.js";
+import { type EvalCell, evaluate, formatBeforeAfter, formatCells } from "../evaluate/evaluate.js";
 import { loadCheckpoint, saveCheckpoint } from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
 import type { Kernels } from "../model/kernels/types.js";
@@ -347,6 +347,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     appendFileSync(evalPath, `${line}\n`),
   );
   log(formatCells(finalEval.cells));
+  const start = periodicEval.find((e) => e.iteration === 0);
+  if (start)
+    log(
+      `\nbefore training vs after ${total} iterations (95% bootstrap intervals):\n${formatBeforeAfter(start.cells, finalEval.cells)}`,
+    );
   const summary = summaryOf(finalEval, total);
   await writeSummary(join(outDir, "summary.json"), summary);
   return { outDir, summary, stopped: false };
