@@ -2,7 +2,8 @@
  * mage_blas: the smallest useful bridge from Node to OpenBLAS.
  *
  *   sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc)
- *     row-major cblas_sgemm on Float32Arrays, zero-copy (offsets are in elements).
+ *     row-major cblas_sgemm on Float32Arrays, zero-copy (offsets are in elements); a product with
+ *     one row or one column goes to cblas_sgemv instead.
  *   setThreads(n) / getThreads()  OpenBLAS worker threads.
  *
  * Arguments are checked in TypeScript (src/model/kernels/native.ts); here we only re-check
@@ -15,6 +16,8 @@
 
 extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k, float alpha,
                         const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+extern void cblas_sgemv(int order, int trans, int m, int n, float alpha, const float *a, int lda, const float *x,
+                        int incX, float beta, float *y, int incY);
 extern void openblas_set_num_threads(int n);
 extern int openblas_get_num_threads(void);
 
@@ -39,6 +42,32 @@ static float *f32(napi_env env, napi_value v, size_t *len) {
 /* Elements spanned by a rows×cols row-major view with leading dimension ld (0 when empty). */
 static int64_t span(int64_t rows, int64_t cols, int64_t ld) {
   return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+}
+
+/*
+ * A one-row (m = 1) or one-column (n = 1) product as cblas_sgemv: OpenBLAS's sgemm has no such
+ * shortcut and runs these (the sampler's decode steps, the bias-like gradients) several times slower
+ * than its gemv kernels. The vector operand is op(A)'s only row or op(B)'s only column, read with the
+ * stride its storage gives; the matrix operand is the other one, transposed as gemv needs.
+ * beta = 0 must ignore whatever C holds (NaN included), so C is zeroed here rather than trusting
+ * gemv's scaling of y by 0 (which some OpenBLAS versions compute as a multiplication).
+ */
+static void gemv_path(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                      int ldb, float beta, float *c, int ldc) {
+  int len = m == 1 ? n : m, incY = m == 1 ? 1 : ldc;
+  if (beta == 0.0f)
+    for (int i = 0; i < len; i++) c[(int64_t)i * incY] = 0.0f;
+  if (m == 1) {
+    /* y[j] = Σ_p op(A)[0, p]·op(B)[p, j]: x is A's row (or, transposed, its first column). */
+    int incX = ta ? lda : 1;
+    if (tb) cblas_sgemv(ROW_MAJOR, NO_TRANS, n, k, alpha, b, ldb, a, incX, beta, c, incY);
+    else cblas_sgemv(ROW_MAJOR, TRANS, k, n, alpha, b, ldb, a, incX, beta, c, incY);
+  } else {
+    /* y[i] = Σ_p op(A)[i, p]·op(B)[p, 0]: x is B's column (or, transposed, its first row). */
+    int incX = tb ? 1 : ldb;
+    if (ta) cblas_sgemv(ROW_MAJOR, TRANS, k, m, alpha, a, lda, b, incX, beta, c, incY);
+    else cblas_sgemv(ROW_MAJOR, NO_TRANS, m, k, alpha, a, lda, b, incX, beta, c, incY);
+  }
 }
 
 static napi_value sgemm(napi_env env, napi_callback_info info) {
@@ -79,6 +108,10 @@ static napi_value sgemm(napi_env env, napi_callback_info info) {
     return NULL;
   }
   if (m == 0 || n == 0) return NULL;
+  if (m == 1 || n == 1) {
+    gemv_path(ta, tb, m, n, k, (float)alpha, a + aOff, lda, b + bOff, ldb, (float)beta, c + cOff, ldc);
+    return NULL;
+  }
   cblas_sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, n, k, (float)alpha, a + aOff, lda,
               b + bOff, ldb, (float)beta, c + cOff, ldc);
   return NULL;

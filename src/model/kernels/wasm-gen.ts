@@ -12,6 +12,11 @@
  *       an MR×NR register tile of f32x4 accumulators is summed over kc and written to C as
  *       C = alpha·acc + beta·C (beta = 0 never reads C, so NaN garbage there is ignored).
  *
+ * For products with at most SMALL_M rows (the sampler's decode steps: one row per sequence) the module
+ * also exports unpacked kernels, dot{R}x{J} (matrix stored [n, k]: each output a dot product of
+ * contiguous rows) and axpy{R}x{V} (matrix stored [k, n]: rows of B scaled and summed into register
+ * columns), which read B where it lies, once.
+ *
  * The micro-kernel holds MR·NR/4 accumulators. The default 4×8 tile (8 accumulators, 2 B vectors,
  * 4 broadcast A values, 1 temporary) is the largest that V8's TurboFan (Node 20) keeps entirely in
  * the 15 allocatable xmm registers: it hoists all of a k step's loads to the top of the loop, so
@@ -82,6 +87,7 @@ const V128_LOAD32_SPLAT = 0x09;
 const V128_STORE = 0x0b;
 const I8X16_SHUFFLE = 0x0d;
 const F32X4_SPLAT = 0x13;
+const F32X4_EXTRACT_LANE = 0x1f;
 const F32X4_ADD = 0xe4;
 const F32X4_MUL = 0xe6;
 const F32X4_RELAXED_MADD = 0x105;
@@ -382,6 +388,123 @@ function macroFn(o: GemmModuleOptions): Fn {
   return f;
 }
 
+/** acc += a·b on f32x4 locals (fused when `fma`). */
+function madd(fma: boolean, acc: number, a: number, b: number): Code {
+  return fma
+    ? [get(a), get(b), get(acc), simd(F32X4_RELAXED_MADD), set(acc)]
+    : [get(acc), get(a), get(b), simd(F32X4_MUL), simd(F32X4_ADD), set(acc)];
+}
+
+/** Register widths of the small-m kernels for R vector rows: J matrix rows per dot step, V column vectors per axpy step. */
+export const smallTile = (R: number): { J: number; V: number } => (R <= 2 ? { J: 4, V: 4 } : { J: 2, V: 2 });
+/** The largest number of vector rows the small-m kernels handle. */
+export const SMALL_M = 4;
+
+/**
+ * dot{R}x{J}(x, xs, b, ldb, rows, k4, out, outS): for every matrix row j < rows (a multiple of J,
+ * J rows per step), out[r·outS + 4j] += Σ_{p < k4} x[r·xs + 4p]·b[j·ldb + 4p] for r < R (bytes;
+ * k4 a multiple of 4). The R vectors and J rows share each loaded f32x4.
+ */
+function dotFn(R: number, J: number, fma: boolean): Fn {
+  const f = new Fn(`dot${R}x${J}`, [I32, I32, I32, I32, I32, I32, I32, I32]);
+  const [x, xs, b, ldb, rows, k4, out, outS] = [0, 1, 2, 3, 4, 5, 6, 7];
+  const j = f.local(I32);
+  const q = f.local(I32);
+  const kB = f.local(I32);
+  const bRow = f.local(I32);
+  const at = f.local(I32);
+  const bp = Array.from({ length: J }, () => f.local(I32));
+  const xp = Array.from({ length: R }, () => f.local(I32));
+  const outRow = Array.from({ length: R }, () => f.local(I32));
+  const bv = Array.from({ length: J }, () => f.local(V128));
+  const xv = f.local(V128);
+  const acc = Array.from({ length: R }, () => Array.from({ length: J }, () => f.local(V128)));
+  f.emit(get(k4), i32(4), I32_MUL, set(kB));
+  for (let r = 0; r < R; r++) {
+    f.emit(get(out), get(outS), i32(r), I32_MUL, I32_ADD, set(outRow[r]));
+    f.emit(get(x), get(xs), i32(r), I32_MUL, I32_ADD, set(xp[r]));
+  }
+  f.emit(i32(0), set(j), get(b), set(bRow));
+  f.emit(BLOCK, VOID, get(rows), i32(0), I32_EQ, brIf(0), LOOP, VOID);
+  for (let r = 0; r < R; r++) for (let c = 0; c < J; c++) f.emit(f32(0), simd(F32X4_SPLAT), set(acc[r][c]));
+  for (let c = 0; c < J; c++) f.emit(get(bRow), get(ldb), i32(c), I32_MUL, I32_ADD, set(bp[c]));
+  f.emit(i32(0), set(q));
+  f.emit(BLOCK, VOID, get(kB), i32(0), I32_EQ, brIf(0), LOOP, VOID);
+  for (let c = 0; c < J; c++) f.emit(get(bp[c]), get(q), I32_ADD, vLoad(0), set(bv[c]));
+  for (let r = 0; r < R; r++) {
+    f.emit(get(xp[r]), get(q), I32_ADD, vLoad(0), set(xv));
+    for (let c = 0; c < J; c++) f.emit(madd(fma, acc[r][c], xv, bv[c]));
+  }
+  f.emit(get(q), i32(16), I32_ADD, tee(q), get(kB), I32_LT_S, brIf(0), END, END);
+  for (let r = 0; r < R; r++) {
+    f.emit(get(outRow[r]), get(j), i32(4), I32_MUL, I32_ADD, set(at));
+    for (let c = 0; c < J; c++) {
+      f.emit(get(at), get(at), f32Load(c * 4));
+      for (let lane = 0; lane < 4; lane++) {
+        f.emit(get(acc[r][c]), simd(F32X4_EXTRACT_LANE), lane);
+        if (lane > 0) f.emit(F32_ADD);
+      }
+      f.emit(F32_ADD, f32Store(c * 4));
+    }
+  }
+  f.emit(addTo(bRow, [get(ldb), i32(J), I32_MUL]));
+  f.emit(get(j), i32(J), I32_ADD, tee(j), get(rows), I32_LT_S, brIf(0), END, END);
+  return f;
+}
+
+/**
+ * axpy{R}x{V}(x, xs, b, ldb, cols, k, out, outS): out[r·outS + 4j] += Σ_{p < k} x[r·xs + 4p]·b[p·ldb + 4j]
+ * for j < cols (a multiple of 4V; 4V columns per step, held in registers over all k) and r < R
+ * (bytes; k ≥ 1). B is read in place, row by row: no packing.
+ */
+function axpyFn(R: number, V: number, fma: boolean): Fn {
+  const f = new Fn(`axpy${R}x${V}`, [I32, I32, I32, I32, I32, I32, I32, I32]);
+  const [x, xs, b, ldb, cols, k, out, outS] = [0, 1, 2, 3, 4, 5, 6, 7];
+  const jB = f.local(I32);
+  const colsB = f.local(I32);
+  const p = f.local(I32);
+  const bp = f.local(I32);
+  const xp = Array.from({ length: R }, () => f.local(I32));
+  const outRow = Array.from({ length: R }, () => f.local(I32));
+  const bv = Array.from({ length: V }, () => f.local(V128));
+  const av = f.local(V128);
+  const acc = Array.from({ length: R }, () => Array.from({ length: V }, () => f.local(V128)));
+  f.emit(get(cols), i32(4), I32_MUL, set(colsB));
+  for (let r = 0; r < R; r++) f.emit(get(out), get(outS), i32(r), I32_MUL, I32_ADD, set(outRow[r]));
+  f.emit(i32(0), set(jB));
+  f.emit(BLOCK, VOID, get(cols), i32(0), I32_EQ, brIf(0), LOOP, VOID);
+  for (let r = 0; r < R; r++) {
+    for (let v = 0; v < V; v++) f.emit(get(outRow[r]), get(jB), I32_ADD, vLoad(v * 16), set(acc[r][v]));
+    f.emit(get(x), get(xs), i32(r), I32_MUL, I32_ADD, set(xp[r]));
+  }
+  f.emit(get(b), get(jB), I32_ADD, set(bp), get(k), set(p));
+  f.emit(LOOP, VOID);
+  for (let v = 0; v < V; v++) f.emit(get(bp), vLoad(v * 16), set(bv[v]));
+  for (let r = 0; r < R; r++) {
+    f.emit(get(xp[r]), vSplatLoad(0), set(av));
+    for (let v = 0; v < V; v++) f.emit(madd(fma, acc[r][v], av, bv[v]));
+    f.emit(addTo(xp[r], 4));
+  }
+  f.emit(addTo(bp, get(ldb)));
+  f.emit(get(p), i32(1), I32_SUB, tee(p), brIf(0), END);
+  for (let r = 0; r < R; r++) {
+    for (let v = 0; v < V; v++) f.emit(get(outRow[r]), get(jB), I32_ADD, get(acc[r][v]), vStore(v * 16));
+  }
+  f.emit(get(jB), i32(16 * V), I32_ADD, tee(jB), get(colsB), I32_LT_S, brIf(0), END, END);
+  return f;
+}
+
+/** The small-m kernels: for R = 1..SMALL_M, dot and axpy at the full tile width and at width 1. */
+function smallFns(fma: boolean): Fn[] {
+  const fns: Fn[] = [];
+  for (let R = 1; R <= SMALL_M; R++) {
+    const { J, V } = smallTile(R);
+    fns.push(dotFn(R, J, fma), dotFn(R, 1, fma), axpyFn(R, V, fma));
+    if (V !== 1) fns.push(axpyFn(R, 1, fma));
+  }
+  return fns;
+}
+
 /** The complete module as bytes. */
 export function generateGemmModule(options: GemmModuleOptions = DEFAULT_GEMM_OPTIONS): Uint8Array {
   const { mr, nr, unroll } = options;
@@ -390,7 +513,7 @@ export function generateGemmModule(options: GemmModuleOptions = DEFAULT_GEMM_OPT
     throw new RangeError(`nr must be 4, 8, 12 or 16, got ${nr}`);
   }
   if (![1, 2, 4].includes(unroll)) throw new RangeError(`unroll must be 1, 2 or 4, got ${unroll}`);
-  const fns = [packFn("packA", mr), packFn("packB", nr), macroFn(options)];
+  const fns = [packFn("packA", mr), packFn("packB", nr), macroFn(options), ...smallFns(options.fma)];
   const types = fns.map((f) => [0x60, ...vec(f.params.map((t) => [t])), ...vec(f.results.map((t) => [t]))]);
   const bytes = [
     ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],

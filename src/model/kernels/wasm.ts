@@ -5,6 +5,8 @@ import {
   type GemmModuleOptions,
   generateGemmModule,
   relaxedSimdSupported,
+  SMALL_M,
+  smallTile,
   type WasmMemory,
   wasmApi,
 } from "./wasm-gen.js";
@@ -18,7 +20,9 @@ import {
  *
  *   for jc (NC columns):  for pc (KC depth):  pack B block;  for ic (MC rows):  pack A block; macro
  *
- * and copies the C span back. Packing makes every transpose combination, offset and leading
+ * and copies the C span back. Products with at most SMALL_M (4) rows or columns, the sampler's
+ * decode steps, skip packing instead: B goes over in cache-sized chunks of whole rows to a kernel
+ * that reads it in place once (see `small_`). Packing makes every transpose combination, offset and leading
  * dimension look the same to the micro-kernel.
  */
 
@@ -32,6 +36,21 @@ export interface WasmGemmOptions extends GemmModuleOptions {
 }
 
 export const DEFAULT_WASM_OPTIONS: WasmGemmOptions = { ...DEFAULT_GEMM_OPTIONS, mc: 120, kc: 256, nc: 2048 };
+
+/** A small-m kernel: dot{R}x{J} or axpy{R}x{V} (see wasm-gen.ts); all arguments in bytes but counts. */
+type SmallFn = (
+  x: number,
+  xs: number,
+  b: number,
+  ldb: number,
+  count: number,
+  k: number,
+  out: number,
+  outS: number,
+) => void;
+
+/** Floats of B copied into wasm memory per small-m kernel call: small enough to stay in L2 until read. */
+const CHUNK = 32768;
 
 interface GemmExports {
   packA(src: number, rs: number, cs: number, rows: number, kc: number, dst: number): void;
@@ -76,6 +95,9 @@ class WasmKernels implements Kernels {
   private readonly pbAt: number;
   private readonly dataAt: number;
 
+  /** Small-m kernels by name (dot1x4, axpy2x4, …). */
+  private readonly small: Record<string, SmallFn>;
+
   constructor(options: WasmGemmOptions) {
     const mc = roundUp(options.mc, options.mr);
     const nc = roundUp(options.nc, options.nr);
@@ -92,6 +114,7 @@ class WasmKernels implements Kernels {
     const module = new api.Module(generateGemmModule(options));
     const instance = new api.Instance(module, { env: { mem: this.memory } });
     this.fns = instance.exports as unknown as GemmExports;
+    this.small = instance.exports as unknown as Record<string, SmallFn>;
     this.heap = new Float32Array(this.memory.buffer);
   }
 
@@ -131,6 +154,18 @@ class WasmKernels implements Kernels {
     if (m === 0 || n === 0) return;
     if (k === 0 || alpha === 0) {
       scaleC(m, n, beta, c, cOff, ldc);
+      return;
+    }
+    if (m <= SMALL_M && m <= n) {
+      // One-row-ish product: R = m vectors (rows of op(A)) against B; C[r, j] at cOff + r·ldc + j.
+      const x = (r: number, p: number): number => (transA ? a[aOff + p * lda + r] : a[aOff + r * lda + p]);
+      this.small_(m, n, k, alpha, x, b, bOff, ldb, transB, beta, c, cOff, ldc, 1);
+      return;
+    }
+    if (n <= SMALL_M) {
+      // The transposed problem, Cᵀ = op(B)ᵀ·op(A)ᵀ: R = n vectors (columns of op(B)) against A.
+      const x = (r: number, p: number): number => (transB ? b[bOff + r * ldb + p] : b[bOff + p * ldb + r]);
+      this.small_(n, m, k, alpha, x, a, aOff, lda, !transA, beta, c, cOff, 1, ldc);
       return;
     }
     const aSpan = transA ? span(k, m, lda) : span(m, k, lda);
@@ -179,6 +214,91 @@ class WasmKernels implements Kernels {
       }
     }
     c.set(heap.subarray(cAt >> 2, (cAt >> 2) + cSpan), cOff);
+  }
+
+  /**
+   * C[r·cr + j·cc] = alpha·Σ_p x(r, p)·M[j, p] + beta·C[…] for r < R ≤ SMALL_M, j < n, where the
+   * matrix M is stored [n, k] (`rowsAreOutputs`, dot kernels) or [k, n] (axpy kernels) at
+   * mat[mOff] with leading dimension ldm. x is gathered into wasm memory; M is copied over in
+   * chunks of whole rows, each consumed by a kernel while it is still in cache, and never packed.
+   * Sums land in an R×n scratch; the k tail (dot) or column tail (axpy) that is not a whole f32x4 is
+   * added here, as is alpha/beta (beta = 0 never reads C).
+   */
+  private small_(
+    R: number,
+    n: number,
+    k: number,
+    alpha: number,
+    x: (r: number, p: number) => number,
+    mat: Float32Array,
+    mOff: number,
+    ldm: number,
+    rowsAreOutputs: boolean,
+    beta: number,
+    c: Float32Array,
+    cOff: number,
+    cr: number,
+    cc: number,
+  ): void {
+    const { J, V } = smallTile(R);
+    const xAt = this.dataAt;
+    const outAt = xAt + align16(R * k * 4);
+    const bufAt = outAt + align16(R * n * 4);
+    const unit = rowsAreOutputs ? J : 1; // rows of M a kernel call needs at least
+    const rowsPer = Math.max(unit, Math.floor(CHUNK / ldm / unit) * unit);
+    this.ensure(bufAt + rowsPer * ldm * 4 + 64);
+    const heap = this.heap;
+    const x0 = xAt >> 2;
+    for (let r = 0; r < R; r++) for (let p = 0; p < k; p++) heap[x0 + r * k + p] = x(r, p);
+    const o0 = outAt >> 2;
+    heap.fill(0, o0, o0 + R * n);
+    const f = this.small;
+    if (rowsAreOutputs) {
+      const k4 = k & ~3;
+      const main = f[`dot${R}x${J}`];
+      const one = f[`dot${R}x1`];
+      for (let j0 = 0; j0 < n; j0 += rowsPer) {
+        const rows = Math.min(rowsPer, n - j0);
+        heap.set(mat.subarray(mOff + j0 * ldm, mOff + (j0 + rows - 1) * ldm + k), bufAt >> 2);
+        const full = rows - (rows % J);
+        const out = outAt + j0 * 4;
+        main(xAt, k * 4, bufAt, ldm * 4, full, k4, out, n * 4);
+        if (full < rows)
+          one(xAt, k * 4, bufAt + full * ldm * 4, ldm * 4, rows - full, k4, out + full * 4, n * 4);
+      }
+      for (let p = k4; p < k; p++) {
+        for (let r = 0; r < R; r++) {
+          const xv = heap[x0 + r * k + p];
+          const o = o0 + r * n;
+          for (let j = 0; j < n; j++) heap[o + j] += xv * mat[mOff + j * ldm + p];
+        }
+      }
+    } else {
+      const n4 = n & ~3;
+      const wide = n4 - (n4 % (4 * V));
+      const main = f[`axpy${R}x${V}`];
+      const one = f[`axpy${R}x1`];
+      for (let p0 = 0; p0 < k; p0 += rowsPer) {
+        const rows = Math.min(rowsPer, k - p0);
+        heap.set(mat.subarray(mOff + p0 * ldm, mOff + (p0 + rows - 1) * ldm + n), bufAt >> 2);
+        const xp = xAt + p0 * 4;
+        main(xp, k * 4, bufAt, ldm * 4, wide, rows, outAt, n * 4);
+        if (wide < n4) one(xp, k * 4, bufAt + wide * 4, ldm * 4, n4 - wide, rows, outAt + wide * 4, n * 4);
+      }
+      for (let j = n4; j < n; j++) {
+        for (let r = 0; r < R; r++) {
+          let s = 0;
+          for (let p = 0; p < k; p++) s += heap[x0 + r * k + p] * mat[mOff + p * ldm + j];
+          heap[o0 + r * n + j] = s;
+        }
+      }
+    }
+    for (let r = 0; r < R; r++) {
+      const o = o0 + r * n;
+      const cRow = cOff + r * cr;
+      if (beta === 0) for (let j = 0; j < n; j++) c[cRow + j * cc] = alpha * heap[o + j];
+      else for (let j = 0; j < n; j++) c[cRow + j * cc] = alpha * heap[o + j] + beta * c[cRow + j * cc];
+    }
   }
 }
 
