@@ -170,6 +170,41 @@ function checkKernel(kernels: Kernels, seed: string): void {
   }
 }
 
+// One-row and one-column products (the sampler's decode steps): the native kernel sends these to
+// cblas_sgemv and the wasm kernel to its unpacked small-m kernels (≤ 4 rows or columns). Sizes cross
+// the wasm kernel's f32x4 width (k, n not multiples of 4), its register tiles and its B chunks
+// (32768 floats: 1×1344×512 needs 21 of them either way round).
+const ONE_ROW_SHAPES: [number, number, number][] = [
+  [1, 1344, 512],
+  [1, 7, 3],
+  [1, 1, 300],
+  [2, 45, 9],
+  [3, 203, 301],
+  [4, 18, 6],
+  [301, 1, 203],
+  [77, 2, 5],
+  [33, 4, 67],
+  [5, 3, 2],
+];
+
+function checkOneRow(kernels: Kernels, seed: string): void {
+  const rng = Rng.seeded(seed);
+  for (const [ta, tb] of TRANSPOSES) {
+    for (const [m, n, k] of ONE_ROW_SHAPES) {
+      for (const [alpha, beta] of SCALARS) {
+        for (const slack of [false, true]) {
+          const p = makeProblem(rng, ta, tb, m, n, k, alpha, beta, slack);
+          assertMatches(
+            kernels,
+            p,
+            `${kernels.name} one-row tA=${ta} tB=${tb} ${m}x${n}x${k} α=${alpha} β=${beta} slack=${slack}`,
+          );
+        }
+      }
+    }
+  }
+}
+
 function checkEdgeCases(kernels: Kernels): void {
   const rng = Rng.seeded("edge");
   // k = 0: C = beta·C; alpha = 0: A and B are not read (NaN there must not leak), C = beta·C.
@@ -220,11 +255,13 @@ function checkEdgeCases(kernels: Kernels): void {
 describe("GEMM kernels match a float64 reference", () => {
   it("js", () => {
     checkKernel(jsKernels, "js");
+    checkOneRow(jsKernels, "js-one-row");
     checkEdgeCases(jsKernels);
   });
 
   it("wasm", () => {
     checkKernel(wasmKernels(), "wasm");
+    checkOneRow(wasmKernels(), "wasm-one-row");
     checkEdgeCases(wasmKernels());
   });
 
@@ -250,6 +287,7 @@ describe("GEMM kernels match a float64 reference", () => {
       : "engine lacks relaxed SIMD (Node ≥ 22, or --experimental-wasm-relaxed-simd)",
   }, () => {
     checkKernel(createWasmKernels({ fma: true, mc: 10, kc: 11, nc: 13 }), "wasm-fma");
+    checkOneRow(createWasmKernels({ fma: true }), "wasm-fma-one-row");
   });
 
   const native = nativeStatus();
@@ -260,6 +298,7 @@ describe("GEMM kernels match a float64 reference", () => {
   }, () => {
     if (!native.available) return;
     checkKernel(native.kernels, "native");
+    checkOneRow(native.kernels, "native-one-row");
     checkEdgeCases(native.kernels);
   });
 });
