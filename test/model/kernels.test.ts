@@ -262,6 +262,7 @@ describe("GEMM kernels match a float64 reference", () => {
   it("wasm", () => {
     checkKernel(wasmKernels(), "wasm");
     checkOneRow(wasmKernels(), "wasm-one-row");
+    checkOneRow(createWasmKernels({ smallM: true }), "wasm-small-m");
     checkEdgeCases(wasmKernels());
   });
 
@@ -287,7 +288,7 @@ describe("GEMM kernels match a float64 reference", () => {
       : "engine lacks relaxed SIMD (Node ≥ 22, or --experimental-wasm-relaxed-simd)",
   }, () => {
     checkKernel(createWasmKernels({ fma: true, mc: 10, kc: 11, nc: 13 }), "wasm-fma");
-    checkOneRow(createWasmKernels({ fma: true }), "wasm-fma-one-row");
+    checkOneRow(createWasmKernels({ fma: true, smallM: true }), "wasm-fma-small-m");
   });
 
   const native = nativeStatus();

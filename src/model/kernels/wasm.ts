@@ -33,6 +33,12 @@ export interface WasmGemmOptions extends GemmModuleOptions {
   kc: number;
   /** Columns of op(B) packed per block (rounded up to a multiple of nr). */
   nc: number;
+  /**
+   * Send products with ≤ SMALL_M rows or columns to the unpacked kernels (`small_`). Off by default:
+   * they sum in a different order than the packed path, so a row's result would depend on how many
+   * rows share its call, and the sampler promises batch-independent samples bit for bit.
+   */
+  smallM?: boolean;
 }
 
 export const DEFAULT_WASM_OPTIONS: WasmGemmOptions = { ...DEFAULT_GEMM_OPTIONS, mc: 120, kc: 256, nc: 2048 };
@@ -156,13 +162,13 @@ class WasmKernels implements Kernels {
       scaleC(m, n, beta, c, cOff, ldc);
       return;
     }
-    if (m <= SMALL_M && m <= n) {
+    if (this.o.smallM && m <= SMALL_M && m <= n) {
       // One-row-ish product: R = m vectors (rows of op(A)) against B; C[r, j] at cOff + r·ldc + j.
       const x = (r: number, p: number): number => (transA ? a[aOff + p * lda + r] : a[aOff + r * lda + p]);
       this.small_(m, n, k, alpha, x, b, bOff, ldb, transB, beta, c, cOff, ldc, 1);
       return;
     }
-    if (n <= SMALL_M) {
+    if (this.o.smallM && n <= SMALL_M) {
       // The transposed problem, Cᵀ = op(B)ᵀ·op(A)ᵀ: R = n vectors (columns of op(B)) against A.
       const x = (r: number, p: number): number => (transB ? b[bOff + r * ldb + p] : b[bOff + p * ldb + r]);
       this.small_(n, m, k, alpha, x, a, aOff, lda, !transA, beta, c, cOff, 1, ldc);
