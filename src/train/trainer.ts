@@ -314,7 +314,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         best = { iteration: done, score };
         newBest = true;
       }
-      bar?.log(`eval @${done}: mean final score ${score.toFixed(3)}`);
+      (bar ? (m: string) => bar.log(m) : log)(`eval @${done}: mean final score ${score.toFixed(3)}`);
     }
     bar?.update(done, {
       reward: metrics.env_reward,
