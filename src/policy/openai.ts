@@ -8,8 +8,9 @@
  * call rejects with a `PolicyBackendError`.
  *
  * What is sent (`buildChatBody`):
- * - `model`, `messages` as `{role, content}` (a message's `tokenIds` cannot be sent: the server
- *   re-tokenizes `content`);
+ * - `model`, `messages` as `{role, content}`; with `sendTokenIds: true` an assistant message's
+ *   `tokenIds` also go as the extension field `token_ids` (`mage serve` uses them verbatim instead
+ *   of re-tokenizing `content`; off by default because strict servers may reject unknown fields);
  * - `temperature`, `top_p`, `max_tokens`, `seed` (the request's own seed), `stop` when non-empty;
  * - `top_k` only when `sampling.topK > 0` (a non-standard field that vLLM, SGLang and llama.cpp
  *   accept; the OpenAI API itself rejects it);
@@ -23,9 +24,10 @@
  *   back, so `text` keeps it as `SamplingParams.stop` promises. Other servers: text as given.
  * - `logprobs`: from `choices[0].logprobs.content[].logprob` when the server returns them, else [].
  *   Their meaning is the server's (vLLM reports the raw model distribution unless configured).
- * - `tokenIds`: token ids are not part of the OpenAI format. They are filled only when every
- *   logprob token has the form `token_id:123` (vLLM with `extraBody: { return_tokens_as_token_ids:
- *   true }`); otherwise `tokenIds` is EMPTY, even when `logprobs` is not.
+ * - `tokenIds`: token ids are not part of the OpenAI format. `choices[0].token_ids` (an array of
+ *   non-negative integers, as `mage serve` returns) is used when present; else they are filled only
+ *   when every logprob token has the form `token_id:123` (vLLM with `extraBody:
+ *   { return_tokens_as_token_ids: true }`); otherwise `tokenIds` is EMPTY, even when `logprobs` is not.
  * - `finishReason`: "length" when the server says so, "stop" for anything else.
  * - `promptTokens` from `usage.prompt_tokens` (0 when absent); `usage.completion_tokens` is
  *   summed into `metrics.completionTokens`.
@@ -101,6 +103,8 @@ export interface OpenAIChatPolicyOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** Policy name (default `openai:MODEL`). */
   name?: string;
+  /** Send assistant messages' `tokenIds` as the extension field `token_ids` (default false). */
+  sendTokenIds?: boolean;
 }
 
 /** Counters since the policy was made. Never contains the API key. */
@@ -171,6 +175,7 @@ export function buildChatBody(
   model: string,
   extraBody: Record<string, unknown> | undefined,
   logprobs: boolean,
+  sendTokenIds = false,
 ): Record<string, unknown> {
   const s = request.sampling;
   const body: Record<string, unknown> = {
@@ -184,7 +189,11 @@ export function buildChatBody(
   if (logprobs) body.logprobs = true;
   if (extraBody) Object.assign(body, extraBody);
   body.model = model;
-  body.messages = request.messages.map((m) => ({ role: m.role, content: m.content }));
+  body.messages = request.messages.map((m) =>
+    sendTokenIds && m.role === "assistant" && m.tokenIds !== undefined
+      ? { role: m.role, content: m.content, token_ids: [...m.tokenIds] }
+      : { role: m.role, content: m.content },
+  );
   body.stream = false;
   return body;
 }
@@ -265,6 +274,11 @@ export function parseChatResponse(
     }
     if (!allIds) tokenIds.length = 0;
   }
+  const ids = choice?.token_ids;
+  if (Array.isArray(ids) && ids.every((t: unknown) => Number.isInteger(t) && (t as number) >= 0)) {
+    tokenIds.length = 0;
+    tokenIds.push(...(ids as number[]));
+  }
 
   const usage = data.usage ?? {};
   const promptTokens = Number.isFinite(usage.prompt_tokens) ? Number(usage.prompt_tokens) : 0;
@@ -288,6 +302,7 @@ export class OpenAIChatPolicy implements Policy {
   readonly #apiKeyEnv: string | undefined;
   readonly #extraBody: Record<string, unknown> | undefined;
   readonly #logprobs: boolean;
+  readonly #sendTokenIds: boolean;
   readonly #rng: Rng;
   readonly #sleep: Sleep;
   readonly #now: () => number;
@@ -320,6 +335,7 @@ export class OpenAIChatPolicy implements Policy {
     this.baseDelayMs = nonNegative("baseDelayMs", options.baseDelayMs, OPENAI_DEFAULTS.baseDelayMs);
     this.maxDelayMs = nonNegative("maxDelayMs", options.maxDelayMs, OPENAI_DEFAULTS.maxDelayMs);
     this.#logprobs = options.logprobs ?? OPENAI_DEFAULTS.logprobs;
+    this.#sendTokenIds = options.sendTokenIds ?? false;
     this.#extraBody = options.extraBody ? structuredClone(options.extraBody) : undefined;
     this.#rng = options.rng ?? Rng.seeded("openai-policy");
     this.#sleep = options.sleep ?? realSleep;
@@ -388,7 +404,9 @@ export class OpenAIChatPolicy implements Policy {
   }
 
   async #runOne(request: GenerateRequest, rng: Rng, batch: AbortSignal): Promise<Generation> {
-    const body = JSON.stringify(buildChatBody(request, this.model, this.#extraBody, this.#logprobs));
+    const body = JSON.stringify(
+      buildChatBody(request, this.model, this.#extraBody, this.#logprobs, this.#sendTokenIds),
+    );
     const attempts = this.retries + 1;
     let last: Extract<AttemptOutcome, { ok: false }> | undefined;
     for (let attempt = 0; attempt < attempts; attempt++) {

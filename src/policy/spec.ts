@@ -15,6 +15,7 @@
  *   maxDelay=S       longest wait between attempts in seconds (default 30)
  *   logprobs=BOOL    request logprobs (default true)
  *   thinking=BOOL    sends chat_template_kwargs.enable_thinking (Qwen3-style templates)
+ *   sendTokenIds=BOOL  send assistant messages' token ids as `token_ids` (for `mage serve`; default false)
  *
  * This module only parses; it builds nothing. `OpenAIPolicySpec.options` can be passed straight
  * to `new OpenAIChatPolicy(...)`.
@@ -34,6 +35,7 @@ export type OpenAISpecOptions = Pick<
   | "maxDelayMs"
   | "logprobs"
   | "extraBody"
+  | "sendTokenIds"
 >;
 
 export interface OpenAIPolicySpec {
@@ -58,7 +60,7 @@ export interface CheckpointPolicySpec {
 export type PolicySpec = OpenAIPolicySpec | GgufPolicySpec | CheckpointPolicySpec;
 
 export const POLICY_SPEC_FORMS = [
-  "openai:URL#MODEL[?apiKeyEnv=VAR&concurrency=N&timeout=SECONDS&retries=N&baseDelay=SECONDS&maxDelay=SECONDS&logprobs=BOOL&thinking=BOOL]",
+  "openai:URL#MODEL[?apiKeyEnv=VAR&concurrency=N&timeout=SECONDS&retries=N&baseDelay=SECONDS&maxDelay=SECONDS&logprobs=BOOL&thinking=BOOL&sendTokenIds=BOOL]",
   "gguf:PATH.gguf",
   "checkpoint:DIR",
   "DIR (a bare checkpoint directory)",
@@ -73,6 +75,7 @@ export const OPENAI_SPEC_OPTIONS = [
   "maxDelay",
   "logprobs",
   "thinking",
+  "sendTokenIds",
 ] as const;
 
 function bad(spec: string, why: string): UsageError {
@@ -174,6 +177,9 @@ function parseOpenAI(spec: string, rest: string): OpenAIPolicySpec {
           break;
         case "thinking":
           options.extraBody = { chat_template_kwargs: { enable_thinking: parseBool(spec, key, value) } };
+          break;
+        case "sendTokenIds":
+          options.sendTokenIds = parseBool(spec, key, value);
           break;
       }
     }
