@@ -5,6 +5,7 @@ import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js
 import { loadCheckpoint } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { EVAL_SAMPLING } from "../../policy/types.js";
+import { RolloutAbortedError } from "../../rollout/runner.js";
 import { checkOpponentSpec, loadTask, TASK_NAMES } from "../../tasks/registry.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
 import { parseFlags } from "../args.js";
@@ -103,29 +104,43 @@ export const command: Command = {
     mkdirSync(dirname(out), { recursive: true });
     writeFileSync(out, "");
     try {
-      const result = await evaluate(opened.policy, {
-        task,
-        cells,
-        trials: num("trials", values.trials, 100, true),
-        attempts: num("attempts", values.attempts, 3, true),
-        reflection: reflection as never,
-        promptStyle: style,
-        maxTurns: task.maxTurns,
-        sampling: {
-          temperature: num("temperature", values.temperature, EVAL_SAMPLING.temperature),
-          topP: num("top-p", values["top-p"], EVAL_SAMPLING.topP),
-          topK: num("top-k", values["top-k"], EVAL_SAMPLING.topK, true),
-          maxTokens: num("max-tokens", values["max-tokens"], opened.kind === "embedded" ? 48 : 1024, true),
-          stop: [],
-        },
-        seed,
-        concurrency: opened.kind === "embedded" ? 1 : 8,
-        onTrial: (t) =>
-          appendFileSync(
-            out,
-            `${JSON.stringify({ trialId: t.trialId, opponent: t.opponent, seat: t.seat, taskSeed: t.taskSeed, attempts: t.attempts, aborted: t.aborted, ...(t.stopReason ? { stopReason: t.stopReason } : {}), memory: t.memory })}\n`,
-          ),
-      });
+      let result: Awaited<ReturnType<typeof evaluate>>;
+      try {
+        result = await evaluate(opened.policy, {
+          task,
+          cells,
+          trials: num("trials", values.trials, 100, true),
+          attempts: num("attempts", values.attempts, 3, true),
+          reflection: reflection as never,
+          promptStyle: style,
+          maxTurns: task.maxTurns,
+          sampling: {
+            temperature: num("temperature", values.temperature, EVAL_SAMPLING.temperature),
+            topP: num("top-p", values["top-p"], EVAL_SAMPLING.topP),
+            topK: num("top-k", values["top-k"], EVAL_SAMPLING.topK, true),
+            maxTokens: num("max-tokens", values["max-tokens"], opened.kind === "embedded" ? 48 : 1024, true),
+            stop: [],
+          },
+          seed,
+          concurrency: opened.kind === "embedded" ? 1 : 8,
+          onTrial: (t) =>
+            appendFileSync(
+              out,
+              `${JSON.stringify({ trialId: t.trialId, opponent: t.opponent, seat: t.seat, taskSeed: t.taskSeed, attempts: t.attempts, aborted: t.aborted, ...(t.stopReason ? { stopReason: t.stopReason } : {}), memory: t.memory })}\n`,
+            ),
+        });
+      } catch (err) {
+        if (!(err instanceof RolloutAbortedError)) throw err;
+        // Every trial, finished or in flight, is already in the file (in-flight ones marked
+        // "aborted": true); no metric is computed, so aborted trials never count as losses.
+        const cause = err.cause instanceof Error ? err.cause.message : String(err.cause);
+        const url = (opened.policy as { url?: unknown }).url;
+        console.error(
+          `mage eval: the policy backend ${opened.policy.name}${typeof url === "string" ? ` at ${url}` : ""} failed: ${cause}\n` +
+            `mage eval: ${err.finished.length} trials finished, ${err.aborted.length} aborted (written with "aborted": true to ${out}); no metrics reported`,
+        );
+        return 1;
+      }
       if (values.json) {
         console.log(JSON.stringify({ policy: spec, game, cells: result.cells, trialsFile: out }));
       } else {
