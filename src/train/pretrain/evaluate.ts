@@ -302,10 +302,10 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
       .replace(/"[^"]*"/g, '"…"');
     invalidReasons[reason] = (invalidReasons[reason] ?? 0) + 1;
   }
-  const invalidExamples = rows
-    .filter((r) => !r.valid)
-    .slice(0, 8)
-    .map((r) => ({ phase: r.phase, response: r.response, finishReason: r.finishReason }));
+  const invalidExamples = [
+    ...play.filter((r) => !r.valid).slice(0, 4),
+    ...reflect.filter((r) => !r.valid).slice(0, 4),
+  ].map((r) => ({ phase: r.phase, response: r.response, finishReason: r.finishReason }));
   const validPlay = play.filter((r) => r.valid).length;
   const validRemarks = reflect.filter((r) => r.valid).length;
   const states =
