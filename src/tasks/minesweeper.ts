@@ -6,6 +6,7 @@
  * reveal that wins, −0.1 a mine (lost, done). An unreadable, off-board or already-open cell
  * costs −1, changes nothing and is flagged invalid. Score: 1 when won, else 0.
  */
+
 import type { Rng } from "../core/rng.js";
 import {
   MINESWEEPER_REWARDS,
@@ -15,7 +16,8 @@ import {
   renderMinesweeper,
   revealCell,
 } from "../games/minesweeper.js";
-import { actionContent, parseMinesweeperMove } from "./parse.js";
+import { invalidStep } from "./invalid.js";
+import { parseMinesweeperMove } from "./parse.js";
 import type { StepResult, TaskInfo, TaskPromptText, TextTask } from "./types.js";
 
 export interface MinesweeperTaskOptions {
@@ -64,22 +66,13 @@ export class MinesweeperTask implements TextTask {
       (r, c) => b.revealed[(r - 1) * b.cols + (c - 1)],
     );
     if (!parsed.ok) {
-      const content = actionContent(String(response));
-      const shown = content.ok ? content.move.replace(/\s+/g, " ") : "";
-      return {
-        reward: MINESWEEPER_REWARDS.invalid,
-        done: false,
-        won: false,
-        draw: false,
-        score: 0,
-        valid: false,
-        invalidReason: parsed.reason,
-        action: shown.length <= 60 ? shown : `${shown.slice(0, 59)}…`,
-        feedback: `invalid: ${parsed.reason}`,
-        compactFeedback: `Invalid: ${parsed.reason}.`,
-        observation: this.observation(),
-        compactObservation: this.compactObservation(),
-      };
+      return invalidStep(
+        response,
+        parsed.reason,
+        MINESWEEPER_REWARDS.invalid,
+        this.observation(),
+        this.compactObservation(),
+      );
     }
     const { row, col } = parsed.move;
     const r = revealCell(b, row - 1, col - 1);

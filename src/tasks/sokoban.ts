@@ -10,6 +10,7 @@
  * (dead lock, lost), or after `maxSteps` primitive moves (reference 30).
  * Score: 1 when solved, else 0.
  */
+
 import { UsageError } from "../core/errors.js";
 import type { Rng } from "../core/rng.js";
 import {
@@ -23,7 +24,8 @@ import {
   sokobanGrid,
   stepMoves,
 } from "../games/sokoban/index.js";
-import { actionContent, parseSokobanMoves } from "./parse.js";
+import { invalidStep } from "./invalid.js";
+import { parseSokobanMoves } from "./parse.js";
 import type { StepResult, TaskInfo, TaskPromptText, TextTask } from "./types.js";
 
 export interface SokobanTaskOptions {
@@ -95,22 +97,13 @@ export class SokobanTask implements TextTask {
     if (this.finished) throw new Error("sokoban: step() after the attempt is over");
     const parsed = parseSokobanMoves(String(response), this.movesPerTurn);
     if (!parsed.ok) {
-      const content = actionContent(String(response));
-      const shown = content.ok ? content.move.replace(/\s+/g, " ") : "";
-      return {
-        reward: SOKOBAN_REWARDS.step,
-        done: false,
-        won: false,
-        draw: false,
-        score: 0,
-        valid: false,
-        invalidReason: parsed.reason,
-        action: shown.length <= 60 ? shown : `${shown.slice(0, 59)}…`,
-        feedback: `invalid: ${parsed.reason}`,
-        compactFeedback: `Invalid: ${parsed.reason}.`,
-        observation: this.observation(),
-        compactObservation: this.compactObservation(),
-      };
+      return invalidStep(
+        response,
+        parsed.reason,
+        SOKOBAN_REWARDS.step,
+        this.observation(),
+        this.compactObservation(),
+      );
     }
     const moves = parsed.move.slice(0, this.maxSteps - this.steps);
     const before = this.state;

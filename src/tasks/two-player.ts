@@ -8,11 +8,13 @@
  * Otherwise the agent's move is applied, then the opponent moves until it is the agent's turn
  * again or the game is over. Rewards are paid only at the end: `rewardScale × agent return`.
  */
+
 import type { Rng } from "../core/rng.js";
 import type { Game } from "../games/types.js";
 import { createOpponent } from "../opponents/registry.js";
 import type { Opponent } from "../opponents/types.js";
-import { actionContent, type Parsed } from "./parse.js";
+import { invalidStep } from "./invalid.js";
+import type { Parsed } from "./parse.js";
 import type { Seat, StepResult, TaskInfo, TaskOptions, TaskPromptText, TextTask } from "./types.js";
 
 /** A move of either player since the start of the attempt (or of the game, for the opening). */
@@ -161,22 +163,13 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
   }
 
   private invalid(reason: string, response: string): StepResult {
-    const content = actionContent(String(response));
-    const shown = content.ok ? content.move.replace(/\s+/g, " ") : "";
-    return {
-      reward: 0,
-      done: false,
-      won: false,
-      draw: false,
-      score: 0,
-      valid: false,
-      invalidReason: reason,
-      action: shown.length <= 60 ? shown : `${shown.slice(0, 59)}…`,
-      feedback: `invalid: ${reason}`,
-      compactFeedback: `Invalid: ${reason}.`,
-      observation: this.renderObservation(this.state),
-      compactObservation: this.renderCompactObservation(this.state),
-    };
+    return invalidStep(
+      response,
+      reason,
+      0,
+      this.renderObservation(this.state),
+      this.renderCompactObservation(this.state),
+    );
   }
 
   private async opponentMove(state: S): Promise<M> {
