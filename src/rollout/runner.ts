@@ -25,7 +25,19 @@ export interface RunnerOptions {
   maxBatch: number;
   /** Generate calls in flight at once (1 for the embedded model; more for remote servers). */
   concurrency: number;
+  /**
+   * When a request does not fit the policy's context (`policy.contextError`): "stop" (default)
+   * ends the trial with `stopReason: "context: …"`; "drop-oldest" rebuilds the prompt without
+   * the oldest earlier attempts, one at a time, until it fits, and stops the trial only when
+   * the current attempt alone does not fit. Dropped attempts stay dropped for the trial's later
+   * calls. Such a trial's prompts are no longer append-only (the trainer scores its rows one
+   * sequence per row).
+   */
+  contextOverflow?: ContextOverflow;
 }
+
+export type ContextOverflow = "stop" | "drop-oldest";
+export const CONTEXT_OVERFLOW_POLICIES: readonly ContextOverflow[] = ["stop", "drop-oldest"];
 
 export interface RunHooks {
   /** Called once per trial as soon as it ends (in completion order). */
@@ -57,6 +69,8 @@ interface LiveTrial {
   rows: Row[];
   attempts: AttemptSummary[];
   current: AttemptSummary;
+  /** Earlier attempts left out of the prompt ("drop-oldest" overflow policy). */
+  dropped: number;
 }
 
 function emptyAttempt(): AttemptSummary {
@@ -65,7 +79,10 @@ function emptyAttempt(): AttemptSummary {
 
 /** Messages of the next call; with no reflection the attempts are independent (only the current one is shown). */
 function messagesFor(t: LiveTrial, phase: "play" | "reflect", opts: RunnerOptions) {
-  if (opts.reflection !== "none") return t.env.messages(phase);
+  if (opts.reflection !== "none") {
+    if (t.dropped === 0) return t.env.messages(phase);
+    return buildPrompt(t.env.memory, t.task.promptText(), phase, { ...t.env.options, dropOldest: t.dropped });
+  }
   const memory: TrialMemory = { ...t.env.memory, attempts: [{ ...t.env.currentAttempt, index: 0 }] };
   return buildPrompt(memory, t.task.promptText(), phase, t.env.options);
 }
@@ -113,6 +130,7 @@ export async function runTrials(
       rows: [],
       attempts: [],
       current: emptyAttempt(),
+      dropped: 0,
     });
   }
   const records = new Map<number, TrialRecord>();
@@ -252,8 +270,17 @@ export async function runTrials(
         const batch: LiveTrial[] = [];
         const requests: GenerateRequest[] = [];
         for (const t of all) {
-          const req = callOf(t);
-          const tooLong = policy.contextError?.(req) ?? null;
+          let req = callOf(t);
+          let tooLong = policy.contextError?.(req) ?? null;
+          if (tooLong !== null && opts.contextOverflow === "drop-oldest" && opts.reflection !== "none") {
+            // Drop the oldest earlier attempts, one at a time, until the request fits.
+            const earlier = t.env.memory.attempts.length - 1;
+            while (tooLong !== null && t.dropped < earlier) {
+              t.dropped += 1;
+              req = callOf(t);
+              tooLong = policy.contextError?.(req) ?? null;
+            }
+          }
           if (tooLong === null) {
             batch.push(t);
             requests.push(req);
@@ -264,7 +291,9 @@ export async function runTrials(
             chargeForfeit(t);
             t.attempts.push(t.current);
           }
-          finish(t, false, `context: ${tooLong}`);
+          const dropped =
+            t.dropped > 0 ? ` (even with the ${t.dropped} oldest earlier attempts dropped)` : "";
+          finish(t, false, `context: ${tooLong}${dropped}`);
         }
         if (batch.length === 0) return;
         const generations = await policy.generate(requests);

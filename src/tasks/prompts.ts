@@ -35,6 +35,13 @@ export interface PromptOptions {
   playObsLength?: number;
   /** Turns with observations in full reflect prompts (reference 7). */
   reflectObsLength?: number;
+  /**
+   * Leave out the first `dropOldest` earlier attempts (context overflow policy "drop-oldest"):
+   * `full` drops their past-attempt blocks; `compact` drops their messages after the system
+   * message. Never drops the current attempt (clamped to the number of earlier attempts).
+   * Attempt numbers shown stay the true ones. Default 0.
+   */
+  dropOldest?: number;
 }
 
 export const DEFAULT_PROMPT_OPTIONS: Required<PromptOptions> = {
@@ -44,6 +51,7 @@ export const DEFAULT_PROMPT_OPTIONS: Required<PromptOptions> = {
   historyLength: 7,
   playObsLength: 2,
   reflectObsLength: 7,
+  dropOldest: 0,
 };
 
 /** Whether a trial with these options makes reflect calls between attempts. */
@@ -79,8 +87,9 @@ function fullPlay(memory: TrialMemory, text: TaskPromptText, o: Required<PromptO
   const k = attempts.length - 1;
   const cur = attempts[k];
   const parts: string[] = [text.rules];
-  if (k > 0) {
-    const blocks = attempts.slice(0, k).map((a) => pastAttemptBlock(a, text, o));
+  const from = Math.min(k, Math.max(0, o.dropOldest));
+  if (k > from) {
+    const blocks = attempts.slice(from, k).map((a) => pastAttemptBlock(a, text, o));
     parts.push(`## Your earlier attempts at this same game\n${blocks.join("\n\n")}`);
   }
   parts.push(`## Initial state\n${cur.initialObservation}`);
@@ -148,10 +157,11 @@ function compactMessages(
 ): ChatMessage[] {
   const out: ChatMessage[] = [{ role: "system", content: text.compactRules }];
   const attempts = memory.attempts;
-  for (let k = 0; k < attempts.length; k++) {
+  const from = Math.min(attempts.length - 1, Math.max(0, o.dropOldest));
+  for (let k = from; k < attempts.length; k++) {
     const a = attempts[k];
     for (let t = 0; t < a.turns.length; t++) {
-      out.push({ role: "user", content: compactPlayLead(attempts, k, t, text) });
+      out.push({ role: "user", content: compactPlayLead(attempts, k, t, text, from) });
       out.push(assistant(a.turns[t].response, a.turns[t].tokenIds));
     }
     if (a.reflection) {
@@ -163,7 +173,7 @@ function compactMessages(
   if (phase === "play") {
     out.push({
       role: "user",
-      content: compactPlayLead(attempts, attempts.length - 1, cur.turns.length, text),
+      content: compactPlayLead(attempts, attempts.length - 1, cur.turns.length, text, from),
     });
   } else {
     out.push({ role: "user", content: compactReflectLead(cur, o) });
@@ -181,11 +191,13 @@ function compactPlayLead(
   k: number,
   t: number,
   text: TaskPromptText,
+  from = 0,
 ): string {
   const a = attempts[k];
   if (t === 0) {
     const parts: string[] = [];
-    const prev = attempts[k - 1];
+    // A dropped attempt's ending is dropped with it.
+    const prev = k > from ? attempts[k - 1] : undefined;
     // The end of the previous attempt, unless its reflect call already showed it.
     if (prev && !prev.reflection) parts.push(compactEnd(prev));
     parts.push(`Attempt ${k + 1}.`, a.compactInitialObservation, text.compactAsk);

@@ -8,6 +8,8 @@ import type { Row, TrialRecord } from "../rollout/types.js";
  * Turns rollout rows into learner sequences. With the append-only `compact` prompts a whole
  * trial is ONE sequence (its final transcript), scored in one pass, each response's tokens
  * weighted by its own row's advantage; otherwise (`full` prompts) every row is a sequence.
+ * A trial asked for one pass whose rows are not a prefix chain (`isPrefixChain`: e.g. its oldest
+ * attempts were dropped to fit the context) falls back to one sequence per row.
  *
  * Scored tokens are exactly the sampled response tokens (the `<|end|>` stop token included when
  * it was sampled), in sequence order then position order — the order of the learner's
@@ -37,6 +39,37 @@ function transcriptOf(row: Row): ChatMessage[] {
   return [...row.prompt, { role: "assistant", content: row.response, tokenIds: row.responseTokenIds }];
 }
 
+function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
+  if (a.role !== b.role || a.content !== b.content) return false;
+  const x = a.tokenIds;
+  const y = b.tokenIds;
+  if (x === undefined || y === undefined) return x === y;
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
+/**
+ * Whether each row's transcript (prompt + response) is a prefix of the next row's prompt, so the
+ * last row's transcript holds every row's response (append-only prompts). False, e.g., for a
+ * trial whose oldest attempts were dropped to fit the context.
+ */
+export function isPrefixChain(rows: readonly Row[]): boolean {
+  for (let i = 0; i + 1 < rows.length; i++) {
+    const done = transcriptOf(rows[i]);
+    const next = rows[i + 1].prompt;
+    if (next.length < done.length) return false;
+    for (let j = 0; j < done.length; j++) if (!sameMessage(done[j], next[j])) return false;
+  }
+  return true;
+}
+
+/**
+ * How many rows each sequence of `buildTokenBatch(tok, trials, …, onePassPerTrial)` scores, in
+ * sequence order (for cutting mini-batches by rows).
+ */
+export function rowsPerSequence(trials: readonly TrialRecord[], onePassPerTrial: boolean): number[] {
+  return planSequences(trials, onePassPerTrial).plans.map((p) => p.rowsOfSpans.filter((r) => r >= 0).length);
+}
+
 export function planSequences(
   trials: readonly TrialRecord[],
   onePassPerTrial: boolean,
@@ -50,7 +83,7 @@ export function planSequences(
     if (trial.rows.length === 0) return;
     const first = rows.length;
     rows.push(...trial.rows);
-    if (onePassPerTrial) {
+    if (onePassPerTrial && isPrefixChain(trial.rows)) {
       const last = trial.rows[trial.rows.length - 1];
       plans.push({
         messages: transcriptOf(last),

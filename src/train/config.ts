@@ -68,6 +68,8 @@ export const ConfigSchema = z
         hindsight: z.boolean().default(false),
         /** Opponents answer the same moves the same way in every attempt of a trial. */
         replayOpponent: z.boolean().default(false),
+        /** A prompt longer than the model's context: stop the trial, or drop the oldest earlier attempts. */
+        contextOverflow: z.enum(["stop", "drop-oldest"]).default("stop"),
       })
       .strict()
       .prefault({}),

@@ -12,7 +12,7 @@ import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import { assignGroups } from "../tasks/population.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import { computeRowCredit } from "./advantage-pipeline.js";
-import { buildTokenBatch, sliceTokenBatch } from "./batch.js";
+import { buildTokenBatch, rowsPerSequence, sliceTokenBatch } from "./batch.js";
 import type { MageConfig } from "./config.js";
 
 /**
@@ -103,6 +103,7 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
       reflection: config.task.reflection,
       promptStyle: config.task.promptStyle,
       hindsight: config.task.hindsight,
+      contextOverflow: config.task.contextOverflow,
       sampling: { ...config.rollout.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
       maxBatch: 256,
       concurrency: 1,
@@ -121,9 +122,7 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
       tb.refLogp = scoreBatch(ctx.reference, tb.batch, ctx.learner.kernels).logp;
     }
     // Rows per sequence, to cut mini-batches of about `miniBatchRows` rows out of whole sequences.
-    const rowsPerSeq = tb.batch.sequences.map((_, s) =>
-      onePass ? trials[tb.trialOfSequence[s]].rows.length : 1,
-    );
+    const rowsPerSeq = rowsPerSequence(trials, onePass);
     const updates: Record<string, number>[] = [];
     for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
       const order = rng.derive("minibatch-order", epoch).shuffle(tb.batch.sequences.map((_, i) => i));
