@@ -276,7 +276,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const bar = opts.progress === false ? null : new ProgressBar({ label: `train ${config.name}`, total });
   let stopped = false;
   let ranHere = 0;
-  if (startIteration === 0 && config.eval.atStart && config.eval.every > 0) {
+  if (startIteration === 0 && config.eval.atStart) {
     const snap = await runEval(0, config.eval.trials);
     periodicEval.push(snap);
     appendFileSync(join(outDir, "eval.jsonl"), `${JSON.stringify({ iteration: 0, cells: snap.cells })}\n`);
