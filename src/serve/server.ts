@@ -195,6 +195,26 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
   const newId = (prefix: string): string =>
     `${prefix}-${(++counter).toString(36)}${ids.nextU32().toString(16).padStart(8, "0")}`;
 
+  /** Counts the tokens in the server's stats and returns the OpenAI `usage` object. */
+  const recordUsage = (promptTokens: number, completionTokens: number) => {
+    stats.promptTokens += promptTokens;
+    stats.completionTokens += completionTokens;
+    return {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    };
+  };
+
+  /** The fields every response and stream chunk starts with. */
+  const responseHead = (id: string, object: string, created: number) => ({
+    id,
+    object,
+    created,
+    model: modelName,
+    system_fingerprint: `mage-${engine.kernels.name}`,
+  });
+
   function authorized(req: IncomingMessage): boolean {
     if (!keyDigest) return true;
     const h = req.headers.authorization;
@@ -267,22 +287,12 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     const results = await batcher.submitAll(jobs, aborted);
     const view = tokenView(tok, r.tokensAsIds);
     const completionTokens = results.reduce((s, x) => s + x.tokenIds.length, 0);
-    const usage = {
-      prompt_tokens: promptIds.length,
-      completion_tokens: completionTokens,
-      total_tokens: promptIds.length + completionTokens,
-    };
-    stats.promptTokens += usage.prompt_tokens;
-    stats.completionTokens += completionTokens;
+    const usage = recordUsage(promptIds.length, completionTokens);
     const id = newId("chatcmpl");
     const now = Math.floor(Date.now() / 1000);
     if (!r.stream) {
       sendJson(res, 200, {
-        id,
-        object: "chat.completion",
-        created: now,
-        model: modelName,
-        system_fingerprint: `mage-${engine.kernels.name}`,
+        ...responseHead(id, "chat.completion", now),
         choices: results.map((x, index) => {
           const { content } = contentOf(x, stopIds);
           return {
@@ -302,11 +312,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     startSse(res);
     const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
       writeSse(res, {
-        id,
-        object: "chat.completion.chunk",
-        created: now,
-        model: modelName,
-        system_fingerprint: `mage-${engine.kernels.name}`,
+        ...responseHead(id, "chat.completion.chunk", now),
         choices,
         ...extra,
       });
@@ -369,22 +375,12 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     const view = tokenView(tok, r.tokensAsIds);
     const completionTokens = results.reduce((s, x) => s + x.tokenIds.length, 0);
     const promptTokens = promptLens.reduce((a, b) => a + b, 0);
-    const usage = {
-      prompt_tokens: promptTokens,
-      completion_tokens: completionTokens,
-      total_tokens: promptTokens + completionTokens,
-    };
-    stats.promptTokens += promptTokens;
-    stats.completionTokens += completionTokens;
+    const usage = recordUsage(promptTokens, completionTokens);
     const id = newId("cmpl");
     const now = Math.floor(Date.now() / 1000);
     if (!r.stream) {
       sendJson(res, 200, {
-        id,
-        object: "text_completion",
-        created: now,
-        model: modelName,
-        system_fingerprint: `mage-${engine.kernels.name}`,
+        ...responseHead(id, "text_completion", now),
         choices: results.map((x, index) => {
           const { content } = contentOf(x, stopIds);
           return {
