@@ -56,55 +56,22 @@ export interface PretrainSettings {
  * TicTacToe meets the remark and entropy targets but not legality (the board-reading circuit does
  * not form within minutes of CPU; see the design notes). The puzzles' defaults are unmeasured.
  */
+/** What every game shares; the per-game entries state only what differs. */
+const SHARED_SETTINGS = {
+  preset: "tiny",
+  batchTokens: 4096,
+  lr: 3e-3,
+  warmupSteps: 10,
+  minLrRatio: 0.1,
+  weightDecay: 0.01,
+  malformedRate: 0.02,
+} as const;
+
 export const PRETRAIN_DEFAULTS: Record<PretrainGame, PretrainSettings> = {
-  kuhn: {
-    preset: "tiny",
-    steps: 500,
-    corpusTrials: 1500,
-    evalTrials: 200,
-    batchTokens: 4096,
-    lr: 3e-3,
-    warmupSteps: 10,
-    minLrRatio: 0.1,
-    weightDecay: 0.01,
-    malformedRate: 0.02,
-  },
-  tictactoe: {
-    preset: "tiny",
-    steps: 600,
-    corpusTrials: 1500,
-    evalTrials: 60,
-    batchTokens: 4096,
-    lr: 3e-3,
-    warmupSteps: 10,
-    minLrRatio: 0.1,
-    weightDecay: 0.01,
-    malformedRate: 0.02,
-  },
-  sokoban: {
-    preset: "tiny",
-    steps: 160,
-    corpusTrials: 1000,
-    evalTrials: 40,
-    batchTokens: 4096,
-    lr: 3e-3,
-    warmupSteps: 10,
-    minLrRatio: 0.1,
-    weightDecay: 0.01,
-    malformedRate: 0.02,
-  },
-  minesweeper: {
-    preset: "tiny",
-    steps: 160,
-    corpusTrials: 1000,
-    evalTrials: 40,
-    batchTokens: 4096,
-    lr: 3e-3,
-    warmupSteps: 10,
-    minLrRatio: 0.1,
-    weightDecay: 0.01,
-    malformedRate: 0.02,
-  },
+  kuhn: { ...SHARED_SETTINGS, steps: 500, corpusTrials: 1500, evalTrials: 200 },
+  tictactoe: { ...SHARED_SETTINGS, steps: 600, corpusTrials: 1500, evalTrials: 60 },
+  sokoban: { ...SHARED_SETTINGS, steps: 160, corpusTrials: 1000, evalTrials: 40 },
+  minesweeper: { ...SHARED_SETTINGS, steps: 160, corpusTrials: 1000, evalTrials: 40 },
 };
 
 export interface PretrainOptions extends Partial<PretrainSettings> {
