@@ -46,6 +46,36 @@ export interface TrialMetrics {
   gain: Estimate;
   invalidRate: number;
   meanAttemptsPlayed: number;
+  /**
+   * How many trials ended with each outcome pattern (`outcomePattern`): the trials themselves in
+   * compressed form, so a report can resample trials (e.g. a bootstrap over seeds and trials).
+   */
+  outcomes?: Record<string, number>;
+}
+
+/**
+ * A trial's attempts as one key: per attempt W/D/L and its score, e.g. "L-1 L-2 W1". Trials with
+ * the same key are interchangeable for every measure here except the invalid-action rate.
+ */
+export function outcomePattern(trial: TrialOutcome): string {
+  return trial.attempts.map((a) => `${a.won ? "W" : a.draw ? "D" : "L"}${a.score}`).join(" ");
+}
+
+/** Rebuilds trial outcomes (scores and results only) from a pattern histogram. */
+export function trialsFromPatterns(outcomes: Record<string, number>): TrialOutcome[] {
+  const out: TrialOutcome[] = [];
+  for (const [key, count] of Object.entries(outcomes)) {
+    const attempts: AttemptOutcome[] = key.split(" ").map((tok) => ({
+      won: tok[0] === "W",
+      draw: tok[0] === "D",
+      score: Number(tok.slice(1)),
+      reward: 0,
+      turns: 0,
+      invalidActions: 0,
+    }));
+    for (let i = 0; i < count; i++) out.push({ opponent: "", seat: "", taskId: key, attempts });
+  }
+  return out;
 }
 
 /** The attempt that counts as "attempt k" (1-based), carrying the last played one forward. */
@@ -100,7 +130,10 @@ export function computeTrialMetrics(
   let invalid = 0;
   let turns = 0;
   let played = 0;
+  const outcomes: Record<string, number> = {};
   for (const t of trials) {
+    const key = outcomePattern(t);
+    outcomes[key] = (outcomes[key] ?? 0) + 1;
     played += t.attempts.length;
     for (const a of t.attempts) {
       invalid += a.invalidActions;
@@ -117,6 +150,7 @@ export function computeTrialMetrics(
     gain: est(inTrialGain),
     invalidRate: turns > 0 ? invalid / turns : 0,
     meanAttemptsPlayed: trials.length > 0 ? played / trials.length : 0,
+    outcomes,
   };
 }
 

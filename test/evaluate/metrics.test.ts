@@ -7,6 +7,8 @@ import {
   inTrialGain,
   metricsByOpponent,
   nonLossAt,
+  outcomePattern,
+  trialsFromPatterns,
   scoreAt,
   successAt,
   type TrialOutcome,
@@ -72,6 +74,22 @@ describe("trial metrics", () => {
         ["x", 1],
       ],
     );
+  });
+  it("outcome patterns compress trials without changing any score measure", () => {
+    const trials = [trial(A(-1), A(-2), A(1)), trial(A(2)), trial(A(-1), A(-2), A(1)), trial(A(0), A(0), A(-1))];
+    assert.equal(outcomePattern(trials[0]), "L-1 L-2 W1");
+    assert.equal(outcomePattern(trials[3]), "D0 D0 L-1");
+    const m = computeTrialMetrics(trials, 3);
+    assert.deepEqual(m.outcomes, { "L-1 L-2 W1": 2, W2: 1, "D0 D0 L-1": 1 });
+    const back = computeTrialMetrics(trialsFromPatterns(m.outcomes!), 3);
+    for (const key of ["successAt", "nonLossAt", "scoreAt"] as const) {
+      assert.deepEqual(
+        back[key].map((e) => e.mean),
+        m[key].map((e) => e.mean),
+      );
+    }
+    assert.equal(back.gain.mean, m.gain.mean);
+    assert.equal(back.final.mean, m.final.mean);
   });
   it("bootstrap intervals are deterministic and shrink with more data", () => {
     const small = Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? 1 : -1));
