@@ -155,6 +155,19 @@ export const ConfigSchema = z
         reflection: z.enum(["reflection_only", "history_only", "history_and_reflection", "none"]).optional(),
         cells: z.array(EvalCell).default([]),
         sampling: Sampling.prefault({ temperature: 0.7, topP: 0.8, topK: 20 }),
+        /**
+         * Test-time scaling: after the final evaluation, play these cells again with more attempts
+         * than training used (e.g. trained with 3, evaluated with 5). null: skip.
+         */
+        scaling: z
+          .object({
+            attempts: z.number().int().min(1),
+            trials: z.number().int().positive(),
+            cells: z.array(EvalCell).min(1),
+          })
+          .strict()
+          .nullable()
+          .default(null),
       })
       .strict()
       .prefault({}),

@@ -34,6 +34,8 @@ export interface RunSummary {
   history: Record<string, number>[];
   periodicEval: EvalSnapshot[];
   finalEval: EvalSnapshot | null;
+  /** The test-time scaling evaluation (`eval.scaling`), when configured and finished. */
+  scalingEval?: EvalSnapshot | null;
 }
 
 export function writeSummary(path: string, summary: RunSummary): Promise<void> {

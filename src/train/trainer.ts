@@ -191,12 +191,18 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const cells = defaultEvalCells(config, task);
   const evalAttempts = config.eval.attempts ?? config.task.attempts;
   const evalReflection = config.eval.reflection ?? config.task.reflection;
-  const runEval = async (iteration: number, trials: number, onTrial?: (line: string) => void) => {
+  const runEval = async (
+    iteration: number,
+    trials: number,
+    onTrial?: (line: string) => void,
+    scaling?: { attempts: number; cells: EvalCell[] },
+  ) => {
+    const attempts = scaling?.attempts ?? evalAttempts;
     const res = await evaluate(policy, {
       task,
-      cells,
+      cells: scaling?.cells ?? cells,
       trials,
-      attempts: evalAttempts,
+      attempts,
       reflection: evalReflection,
       promptStyle: config.task.promptStyle,
       maxTurns,
@@ -219,7 +225,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     });
     return {
       iteration,
-      attempts: evalAttempts,
+      attempts,
       trialsPerCell: trials,
       cells: res.cells,
     } satisfies EvalSnapshot;
@@ -352,7 +358,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     log(
       `\nbefore training vs after ${total} iterations (95% bootstrap intervals):\n${formatBeforeAfter(start.cells, finalEval.cells)}`,
     );
-  const summary = summaryOf(finalEval, total);
+  let scalingEval: EvalSnapshot | null = null;
+  const scaling = config.eval.scaling;
+  if (scaling) {
+    log(`test-time scaling: ${scaling.trials} trials per cell with ${scaling.attempts} attempts`);
+    scalingEval = await runEval(total, scaling.trials, undefined, scaling);
+    log(formatCells(scalingEval.cells));
+  }
+  const summary = { ...summaryOf(finalEval, total), scalingEval };
   await writeSummary(join(outDir, "summary.json"), summary);
   return { outDir, summary, stopped: false };
 }
