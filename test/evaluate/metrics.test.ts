@@ -8,10 +8,10 @@ import {
   metricsByOpponent,
   nonLossAt,
   outcomePattern,
-  trialsFromPatterns,
   scoreAt,
   successAt,
   type TrialOutcome,
+  trialsFromPatterns,
 } from "../../src/evaluate/metrics.js";
 
 const A = (score: number, won = score > 0, draw = score === 0): AttemptOutcome => ({
@@ -76,7 +76,12 @@ describe("trial metrics", () => {
     );
   });
   it("outcome patterns compress trials without changing any score measure", () => {
-    const trials = [trial(A(-1), A(-2), A(1)), trial(A(2)), trial(A(-1), A(-2), A(1)), trial(A(0), A(0), A(-1))];
+    const trials = [
+      trial(A(-1), A(-2), A(1)),
+      trial(A(2)),
+      trial(A(-1), A(-2), A(1)),
+      trial(A(0), A(0), A(-1)),
+    ];
     assert.equal(outcomePattern(trials[0]), "L-1 L-2 W1");
     assert.equal(outcomePattern(trials[3]), "D0 D0 L-1");
     const m = computeTrialMetrics(trials, 3);
