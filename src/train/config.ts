@@ -52,6 +52,8 @@ export const ConfigSchema = z
       .object({
         steps: z.number().int().min(0).optional(),
         corpusTrials: z.number().int().positive().optional(),
+        /** Fresh trials sampled after pretraining to check formats (the checks of `mage pretrain`). */
+        evalTrials: z.number().int().positive().optional(),
         batchTokens: z.number().int().positive().optional(),
         lr: z.number().positive().optional(),
       })

@@ -15,4 +15,5 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   pretrain: async () => (await import("./pretrain.js")).command,
   report: async () => (await import("./report.js")).command,
   serve: async () => (await import("./serve.js")).command,
+  experiment: async () => (await import("./experiment.js")).command,
 };

@@ -1,0 +1,84 @@
+import { UsageError } from "../../core/errors.js";
+import { runExperiment } from "../../experiment/runner.js";
+import { planExperiment, readExperiment } from "../../experiment/spec.js";
+import { parseFlags } from "../args.js";
+import type { Command } from "../command.js";
+
+const USAGE =
+  "mage experiment FILE.yaml [--jobs N] [--only METHOD[,METHOD...]] [--seeds S[,S...]] [--dry-run]\n" +
+  "  Runs a grid of methods × seeds (configs/experiments/*.yaml). Each finished run's summary is\n" +
+  "  copied to <resultsDir>/<name>/<method>-s<seed>.json; rerun the same command to continue an\n" +
+  "  interrupted grid (finished runs are skipped, unfinished ones resume from their checkpoints).";
+
+function list(flag: string, v: string | undefined): string[] | undefined {
+  if (v === undefined) return undefined;
+  const items = v
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  if (items.length === 0) throw new UsageError(`--${flag} needs at least one value`);
+  return items;
+}
+
+export const command: Command = {
+  name: "experiment",
+  summary: "Run a grid of training runs (methods × seeds) with shared pretrained models, resumable",
+  usage: USAGE,
+  async run(argv) {
+    const { values, positionals } = parseFlags(
+      argv,
+      {
+        jobs: { type: "string" },
+        only: { type: "string" },
+        seeds: { type: "string" },
+        "dry-run": { type: "boolean" },
+      },
+      USAGE,
+      true,
+    );
+    if (positionals.length !== 1) throw new UsageError(`give one experiment file\nusage: ${USAGE}`);
+    const file = positionals[0];
+    let jobs: number | undefined;
+    if (values.jobs !== undefined) {
+      if (!/^\d+$/.test(values.jobs) || Number(values.jobs) < 1)
+        throw new UsageError(`--jobs must be an integer ≥ 1, got "${values.jobs}"`);
+      jobs = Number(values.jobs);
+    }
+    const seeds = list("seeds", values.seeds)?.map((s) => {
+      if (!/^\d+$/.test(s)) throw new UsageError(`--seeds expects integers, got "${s}"`);
+      return Number(s);
+    });
+    const spec = readExperiment(file);
+    const plan = planExperiment(spec, file, {
+      ...(values.only !== undefined ? { methods: list("only", values.only) } : {}),
+      ...(seeds ? { seeds } : {}),
+    });
+    if (values["dry-run"]) {
+      for (const p of plan.pretrains) console.log(`pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}`);
+      for (const r of plan.runs)
+        console.log(
+          `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}`,
+        );
+      return 0;
+    }
+    let stopRequested = false;
+    const onSignal = () => {
+      if (stopRequested) process.exit(130);
+      stopRequested = true;
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+    try {
+      const res = await runExperiment(plan, {
+        ...(jobs !== undefined ? { jobs } : {}),
+        command: `mage experiment ${argv.join(" ")}`,
+        shouldStop: () => stopRequested,
+      });
+      if (res.stopped) return 130;
+      return res.failed > 0 ? 1 : 0;
+    } finally {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    }
+  },
+};

@@ -1,0 +1,304 @@
+import { spawn } from "node:child_process";
+import { copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync } from "node:fs";
+import { dirname, extname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { writeFileAtomic } from "../core/atomic-write.js";
+import { collectRunMeta } from "../train/run-meta.js";
+import { SUMMARY_FORMAT } from "../train/summary.js";
+import { type ExperimentPlan, type PlannedPretrain, type PlannedRun, pretrainArgs } from "./spec.js";
+
+/**
+ * `mage experiment`: runs a plan's jobs as child `mage` processes, `jobs` at a time. Resumable by
+ * construction: a run whose summary is already in the results folder is skipped, a pretrained
+ * model that exists is reused, and an interrupted run continues from its last checkpoint
+ * (`mage train --resume`). Every finished run's summary is copied into the results folder at once,
+ * so an interrupted grid loses at most the runs in flight.
+ */
+export const EXPERIMENT_FORMAT = "mage-experiment-v1";
+
+export type RunStatus = "done" | "skipped" | "failed" | "pending" | "running" | "blocked";
+
+export interface RunRecord {
+  method: string;
+  seed: number;
+  status: RunStatus;
+  wallSeconds: number | null;
+  runDir: string;
+}
+
+export interface ExperimentRecord {
+  format: typeof EXPERIMENT_FORMAT;
+  name: string;
+  file: string;
+  command: string;
+  seeds: number[];
+  methods: { method: string; config: string; set: string[]; seeds: number[] }[];
+  machine: ReturnType<typeof collectRunMeta>;
+  runs: RunRecord[];
+  pretrained: { dir: string; seconds: number | null }[];
+  wallSeconds: number;
+}
+
+export interface RunExperimentOptions {
+  jobs?: number;
+  /** Where progress lines go (default stderr). */
+  log?: (line: string) => void;
+  /** Seconds between status lines while jobs run (0: never). */
+  statusEverySeconds?: number;
+  /** The command line to record in experiment.json. */
+  command?: string;
+  shouldStop?: () => boolean;
+}
+
+interface Job {
+  id: string;
+  kind: "pretrain" | "train";
+  args: string[];
+  logFile: string;
+  deps: Job[];
+  state: "pending" | "running" | "done" | "failed" | "blocked";
+  run?: PlannedRun;
+  pretrain?: PlannedPretrain;
+  started?: number;
+  seconds?: number;
+  child?: ReturnType<typeof spawn>;
+}
+
+/** The CLI entry beside this module (main.ts under tsx, main.js once built). */
+function cliEntry(): string {
+  const here = fileURLToPath(import.meta.url);
+  return join(dirname(here), "..", "cli", `main${extname(here)}`);
+}
+
+function hasFinalSummary(path: string): boolean {
+  if (!existsSync(path)) return false;
+  try {
+    const s = JSON.parse(readFileSync(path, "utf8"));
+    return s.format === SUMMARY_FORMAT && s.finalEval !== null && s.finalEval !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+function metricsLines(runDir: string): number {
+  const p = join(runDir, "metrics.jsonl");
+  if (!existsSync(p)) return 0;
+  return readFileSync(p, "utf8")
+    .split("\n")
+    .filter((l) => l.trim().length > 0).length;
+}
+
+function formatClock(seconds: number): string {
+  const s = Math.round(seconds);
+  const h = Math.floor(s / 3600);
+  const m = String(Math.floor((s % 3600) / 60)).padStart(2, "0");
+  const sec = String(s % 60).padStart(2, "0");
+  return h > 0 ? `${h}:${m}:${sec}` : `${m}:${sec}`;
+}
+
+export async function runExperiment(
+  plan: ExperimentPlan,
+  opts: RunExperimentOptions = {},
+): Promise<{ record: ExperimentRecord; failed: number; stopped: boolean }> {
+  const log = opts.log ?? ((l: string) => console.error(l));
+  const jobsAtOnce = opts.jobs ?? plan.spec.jobs;
+  const t0 = performance.now();
+  const elapsed = () => (performance.now() - t0) / 1000;
+  mkdirSync(plan.resultsDir, { recursive: true });
+
+  const pretrainJobs = new Map<string, Job>();
+  for (const p of plan.pretrains) {
+    if (existsSync(join(p.dir, "config.json"))) continue;
+    mkdirSync(dirname(p.dir), { recursive: true });
+    pretrainJobs.set(p.dir, {
+      id: `pretrain ${p.game} s${p.seed}`,
+      kind: "pretrain",
+      args: pretrainArgs(p),
+      logFile: `${p.dir}.log`,
+      deps: [],
+      state: "pending",
+      pretrain: p,
+    });
+  }
+  const records: RunRecord[] = [];
+  const jobs: Job[] = [...pretrainJobs.values()];
+  for (const run of plan.runs) {
+    const record: RunRecord = {
+      method: run.method,
+      seed: run.seed,
+      status: "pending",
+      wallSeconds: null,
+      runDir: run.runDir,
+    };
+    records.push(record);
+    if (hasFinalSummary(run.summaryPath)) {
+      record.status = "skipped";
+      continue;
+    }
+    const runSummary = join(run.runDir, "summary.json");
+    if (hasFinalSummary(runSummary)) {
+      // Finished before an interruption kept it from being copied.
+      copyFileSync(runSummary, run.summaryPath);
+      record.status = "done";
+      continue;
+    }
+    mkdirSync(run.runDir, { recursive: true });
+    const args = ["train", "--config", run.configPath, "--out", run.runDir, "--resume", "--no-progress"];
+    for (const o of run.overrides) args.push("--set", o);
+    const dep = run.pretrainedDir ? pretrainJobs.get(run.pretrainedDir) : undefined;
+    jobs.push({
+      id: `${run.method}-s${run.seed}`,
+      kind: "train",
+      args,
+      logFile: join(run.runDir, "train.log"),
+      deps: dep ? [dep] : [],
+      state: "pending",
+      run,
+    });
+  }
+  const recordOf = (run: PlannedRun) => records.find((r) => r.method === run.method && r.seed === run.seed)!;
+
+  const pretrainedSeconds = new Map<string, number>();
+  const experimentRecord = (): ExperimentRecord => ({
+    format: EXPERIMENT_FORMAT,
+    name: plan.spec.name,
+    file: plan.file,
+    command: opts.command ?? `mage experiment ${plan.file}`,
+    seeds: plan.spec.seeds,
+    methods: plan.spec.methods.map((m) => ({
+      method: m.name,
+      config: m.config,
+      set: m.set,
+      seeds: m.seeds ?? plan.spec.seeds,
+    })),
+    machine: collectRunMeta(jobsAtOnce > 1 ? `auto, ${jobsAtOnce} runs in parallel` : "auto"),
+    runs: records,
+    pretrained: plan.pretrains.map((p) => ({ dir: p.dir, seconds: pretrainedSeconds.get(p.dir) ?? null })),
+    wallSeconds: elapsed(),
+  });
+  const saveRecord = () =>
+    writeFileAtomic(
+      join(plan.resultsDir, "experiment.json"),
+      `${JSON.stringify(experimentRecord(), null, 1)}\n`,
+    );
+
+  const trainJobs = jobs.filter((j) => j.kind === "train");
+  const skipped = records.length - trainJobs.length;
+  log(
+    `experiment ${plan.spec.name}: ${records.length} runs (${skipped} already done), ` +
+      `${pretrainJobs.size} base model(s) to pretrain, ${jobsAtOnce} at a time; results in ${plan.resultsDir}`,
+  );
+  await saveRecord();
+
+  const env = { ...process.env };
+  if (jobsAtOnce > 1) {
+    env.OPENBLAS_NUM_THREADS ??= "1";
+    env.OMP_NUM_THREADS ??= "1";
+  }
+  const entry = cliEntry();
+  let stopped = false;
+
+  const start = (job: Job): Promise<void> => {
+    job.state = "running";
+    job.started = performance.now();
+    if (job.run) recordOf(job.run).status = "running";
+    mkdirSync(dirname(job.logFile), { recursive: true });
+    const out = createWriteStream(job.logFile, { flags: "a" });
+    out.write(`\n$ mage ${job.args.join(" ")}\n`);
+    const child = spawn(process.execPath, [...process.execArgv, entry, ...job.args], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    job.child = child;
+    child.stdout.pipe(out, { end: false });
+    child.stderr.pipe(out, { end: false });
+    log(`[${formatClock(elapsed())}] start ${job.id}  (log: ${job.logFile})`);
+    return new Promise((resolve) => {
+      child.on("close", async (code, signal) => {
+        out.end();
+        job.seconds = (performance.now() - job.started!) / 1000;
+        job.child = undefined;
+        const ok = code === 0;
+        if (job.kind === "pretrain" && job.pretrain) {
+          job.state = ok ? "done" : "failed";
+          if (ok) pretrainedSeconds.set(job.pretrain.dir, job.seconds);
+        } else if (job.run) {
+          const rec = recordOf(job.run);
+          const summary = join(job.run.runDir, "summary.json");
+          if (ok && hasFinalSummary(summary)) {
+            copyFileSync(summary, job.run.summaryPath);
+            job.state = "done";
+            rec.status = "done";
+            rec.wallSeconds = JSON.parse(readFileSync(summary, "utf8")).wallSeconds ?? job.seconds;
+          } else {
+            job.state = "failed";
+            rec.status = stopped ? "pending" : "failed";
+          }
+        }
+        const what = job.state === "done" ? "done" : stopped ? "stopped" : `FAILED (exit ${code ?? signal})`;
+        log(`[${formatClock(elapsed())}] ${what} ${job.id} in ${formatClock(job.seconds)}`);
+        if (job.state === "failed" && !stopped) log(`  see ${job.logFile}`);
+        await saveRecord();
+        resolve();
+      });
+    });
+  };
+
+  const running = new Set<Promise<void>>();
+  const status = () => {
+    const done = records.filter((r) => r.status === "done" || r.status === "skipped").length;
+    const now = jobs
+      .filter((j) => j.state === "running")
+      .map((j) => {
+        if (j.kind === "pretrain") return `${j.id} (pretraining)`;
+        const total = j.run!.config.train.iterations;
+        const it = metricsLines(j.run!.runDir);
+        return `${j.id} (${it < total ? `iteration ${it}/${total}` : "final evaluation"})`;
+      });
+    log(
+      `[${formatClock(elapsed())}] ${done}/${records.length} runs done · running ${now.join(", ") || "nothing"}`,
+    );
+  };
+  const every = (opts.statusEverySeconds ?? 60) * 1000;
+  const timer = every > 0 ? setInterval(status, every) : null;
+  const onStop = () => {
+    if (stopped) return;
+    stopped = true;
+    log("stopping: runs in flight checkpoint and stop; rerun the same command to continue");
+    for (const j of jobs) if (j.child) j.child.kill("SIGINT");
+  };
+
+  try {
+    for (;;) {
+      if (!stopped && opts.shouldStop?.()) onStop();
+      for (const j of jobs) {
+        if (j.state === "pending" && j.deps.some((d) => d.state === "failed" || d.state === "blocked")) {
+          j.state = "blocked";
+          if (j.run) recordOf(j.run).status = "blocked";
+          log(`skip ${j.id}: its base model failed to pretrain`);
+        }
+      }
+      while (!stopped && running.size < jobsAtOnce) {
+        const next = jobs.find((j) => j.state === "pending" && j.deps.every((d) => d.state === "done"));
+        if (!next) break;
+        const p = start(next).then(() => {
+          running.delete(p);
+        });
+        running.add(p);
+      }
+      if (running.size === 0) break;
+      // Wake on a job's end, or soon to notice a stop request.
+      await Promise.race([...running, new Promise((r) => setTimeout(r, 500))]);
+    }
+  } finally {
+    if (timer) clearInterval(timer);
+  }
+  await saveRecord();
+  const failed = records.filter((r) => r.status === "failed" || r.status === "blocked").length;
+  const done = records.filter((r) => r.status === "done" || r.status === "skipped").length;
+  log(
+    `experiment ${plan.spec.name}: ${done}/${records.length} runs done, ${failed} failed` +
+      `${stopped ? ", stopped early" : ""} in ${formatClock(elapsed())}; summaries in ${plan.resultsDir}`,
+  );
+  return { record: experimentRecord(), failed, stopped };
+}

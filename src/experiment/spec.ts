@@ -1,0 +1,195 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { UsageError } from "../core/errors.js";
+import { loadConfig, type MageConfig } from "../train/config.js";
+
+/**
+ * An experiment: a grid of methods × seeds. Each method is a training config plus overrides;
+ * every run of a seed starts from the same pretrained base model (one per game, preset,
+ * pretraining settings and seed), so methods are compared on paired seeds.
+ */
+const MethodSchema = z
+  .object({
+    /** The method's name: the run's `name`, its summary file and its label in reports. */
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, '.', '_' or '-'"),
+    config: z.string().min(1),
+    /** `key.path=value` overrides applied after the experiment's own. */
+    set: z.array(z.string()).default([]),
+    /** Seeds for this method only (default: the experiment's). */
+    seeds: z.array(z.number().int().min(0)).min(1).optional(),
+  })
+  .strict();
+
+export const ExperimentSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, '.', '_' or '-'"),
+    seeds: z.array(z.number().int().min(0)).min(1),
+    /** Runs in parallel (child processes); each gets one BLAS thread when more than one. */
+    jobs: z.number().int().min(1).default(1),
+    /** seed-major: every method of seed 0, then of seed 1, …; method-major: every seed of a method first. */
+    order: z.enum(["seed-major", "method-major"]).default("seed-major"),
+    /** Overrides applied to every run. */
+    set: z.array(z.string()).default([]),
+    /** Where run directories go (never committed). */
+    runsDir: z.string().default("runs/experiments"),
+    /** Where shared pretrained base models go. */
+    pretrainedDir: z.string().default("runs/pretrained"),
+    /** Where each finished run's summary.json is copied (committed): `<resultsDir>/<name>/<method>-s<seed>.json`. */
+    resultsDir: z.string().default("docs/results/experiments"),
+    methods: z.array(MethodSchema).min(1),
+  })
+  .strict();
+
+export type ExperimentSpec = z.infer<typeof ExperimentSchema>;
+
+export interface PlannedRun {
+  method: string;
+  seed: number;
+  configPath: string;
+  overrides: string[];
+  config: MageConfig;
+  /** Directory of the shared base model this run starts from (null: the config names its own). */
+  pretrainedDir: string | null;
+  runDir: string;
+  summaryPath: string;
+}
+
+export interface PlannedPretrain {
+  dir: string;
+  game: MageConfig["game"];
+  preset: MageConfig["model"]["preset"];
+  seed: number;
+  kernels: MageConfig["model"]["kernels"];
+  settings: MageConfig["pretrain"];
+}
+
+export interface ExperimentPlan {
+  spec: ExperimentSpec;
+  file: string;
+  runs: PlannedRun[];
+  pretrains: PlannedPretrain[];
+  resultsDir: string;
+}
+
+export function readExperiment(file: string): ExperimentSpec {
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new UsageError(`cannot read experiment ${file}: ${(err as Error).message}`);
+  }
+  const parsed = ExperimentSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map(
+      (i) => `  ${i.path.length > 0 ? i.path.join(".") : "(top level)"}: ${i.message}`,
+    );
+    throw new UsageError(`invalid experiment ${file}:\n${lines.join("\n")}`);
+  }
+  const names = parsed.data.methods.map((m) => m.name);
+  const dup = names.find((n, i) => names.indexOf(n) !== i);
+  if (dup) throw new UsageError(`invalid experiment ${file}: methods: "${dup}" appears twice`);
+  return parsed.data;
+}
+
+/** A short stable tag of the settings that make two pretrained models identical. */
+function pretrainKey(config: MageConfig): string {
+  const settings = Object.fromEntries(
+    Object.entries(config.pretrain)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => a.localeCompare(b)),
+  );
+  const hash = createHash("sha256")
+    .update(JSON.stringify({ settings, contextLength: config.model.contextLength }))
+    .digest("hex")
+    .slice(0, 8);
+  return `${config.game}-${config.model.preset}-${hash}`;
+}
+
+/**
+ * Resolves every run of the grid (validating each config with its overrides, so a bad field is
+ * reported before anything starts) and the pretrained models they share.
+ */
+export function planExperiment(
+  spec: ExperimentSpec,
+  file: string,
+  filter: { methods?: readonly string[]; seeds?: readonly number[] } = {},
+): ExperimentPlan {
+  const known = new Set(spec.methods.map((m) => m.name));
+  for (const m of filter.methods ?? []) {
+    if (!known.has(m)) throw new UsageError(`--only: unknown method "${m}"; valid: ${[...known].join(", ")}`);
+  }
+  const methods = spec.methods.filter((m) => !filter.methods || filter.methods.includes(m.name));
+  const cells: { method: (typeof methods)[number]; seed: number }[] = [];
+  if (spec.order === "method-major") {
+    for (const method of methods) for (const seed of method.seeds ?? spec.seeds) cells.push({ method, seed });
+  } else {
+    const allSeeds = [...new Set([...spec.seeds, ...methods.flatMap((m) => m.seeds ?? [])])];
+    for (const seed of allSeeds)
+      for (const method of methods)
+        if ((method.seeds ?? spec.seeds).includes(seed)) cells.push({ method, seed });
+  }
+  const resultsDir = join(spec.resultsDir, spec.name);
+  const pretrains = new Map<string, PlannedPretrain>();
+  const runs: PlannedRun[] = [];
+  for (const { method, seed } of cells) {
+    if (filter.seeds && !filter.seeds.includes(seed)) continue;
+    const base = [...spec.set, ...method.set, `name=${method.name}`, `seed=${seed}`];
+    let config: MageConfig;
+    try {
+      config = loadConfig(method.config, base);
+    } catch (err) {
+      throw new UsageError(`method "${method.name}" (seed ${seed}): ${(err as Error).message}`);
+    }
+    let pretrainedDir: string | null = null;
+    const overrides = [...base];
+    if (config.model.checkpoint === null) {
+      pretrainedDir = join(spec.pretrainedDir, `${pretrainKey(config)}-s${seed}`);
+      if (!pretrains.has(pretrainedDir)) {
+        pretrains.set(pretrainedDir, {
+          dir: pretrainedDir,
+          game: config.game,
+          preset: config.model.preset,
+          seed,
+          kernels: config.model.kernels,
+          settings: config.pretrain,
+        });
+      }
+      overrides.push(`model.checkpoint=${pretrainedDir}`);
+      config = { ...config, model: { ...config.model, checkpoint: pretrainedDir } };
+    }
+    runs.push({
+      method: method.name,
+      seed,
+      configPath: method.config,
+      overrides,
+      config,
+      pretrainedDir,
+      runDir: join(spec.runsDir, spec.name, `${method.name}-s${seed}`),
+      summaryPath: join(resultsDir, `${method.name}-s${seed}.json`),
+    });
+  }
+  return { spec, file, runs, pretrains: [...pretrains.values()], resultsDir };
+}
+
+/** The `mage pretrain` arguments that build `p` (the same model `mage train` would pretrain itself). */
+export function pretrainArgs(p: PlannedPretrain): string[] {
+  const args = ["pretrain", "--game", p.game, "--preset", p.preset, "--seed", String(p.seed)];
+  args.push("--kernels", p.kernels, "--out", p.dir);
+  const flag: Record<string, string> = {
+    steps: "--steps",
+    corpusTrials: "--corpus-trials",
+    evalTrials: "--eval-trials",
+    batchTokens: "--batch-tokens",
+    lr: "--lr",
+  };
+  for (const [key, value] of Object.entries(p.settings)) {
+    if (value === undefined) continue;
+    const f = flag[key];
+    if (!f) throw new Error(`pretrain setting "${key}" has no mage pretrain flag`);
+    args.push(f, String(value));
+  }
+  return args;
+}
