@@ -1,0 +1,131 @@
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { UsageError } from "../../src/core/errors.js";
+import { runExperiment } from "../../src/experiment/runner.js";
+import { planExperiment, pretrainArgs, readExperiment } from "../../src/experiment/spec.js";
+import { readSummary } from "../../src/train/summary.js";
+
+function writeConfig(root: string): string {
+  const path = join(root, "tiny.yaml");
+  writeFileSync(
+    path,
+    [
+      "name: tiny",
+      "game: kuhn",
+      "pretrain: { steps: 2, corpusTrials: 12, evalTrials: 2 }",
+      "task: { attempts: 2 }",
+      "population: { opponents: [{ spec: aggressive }] }",
+      "rollout: { tasksPerIteration: 1, groupSize: 2, maxResponseTokens: 6 }",
+      "train: { iterations: 1 }",
+      "eval: { every: 0, finalTrials: 2, cells: [{ opponent: cfr, seat: second }] }",
+      "",
+    ].join("\n"),
+  );
+  return path;
+}
+
+function writeExperiment(root: string, config: string, extra: string[] = []): string {
+  const path = join(root, "exp.yaml");
+  writeFileSync(
+    path,
+    [
+      "name: smoke",
+      "seeds: [0, 1]",
+      "jobs: 2",
+      `runsDir: ${JSON.stringify(join(root, "runs"))}`,
+      `pretrainedDir: ${JSON.stringify(join(root, "pretrained"))}`,
+      `resultsDir: ${JSON.stringify(join(root, "results"))}`,
+      "set:",
+      '  - "eval.scaling={attempts: 3, trials: 2, cells: [{opponent: cfr, seat: second}]}"',
+      "methods:",
+      `  - { name: alpha, config: ${JSON.stringify(config)} }`,
+      `  - { name: beta, config: ${JSON.stringify(config)}, set: [credit.trajGamma=0], seeds: [1] }`,
+      ...extra,
+      "",
+    ].join("\n"),
+  );
+  return path;
+}
+
+describe("experiment plan", () => {
+  it("pairs methods on seeds and shares one pretrained model per seed", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-plan-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const plan = planExperiment(readExperiment(file), file);
+    assert.deepEqual(
+      plan.runs.map((r) => `${r.method}-s${r.seed}`),
+      ["alpha-s0", "alpha-s1", "beta-s1"],
+    );
+    assert.equal(plan.pretrains.length, 2);
+    const s1 = plan.runs.filter((r) => r.seed === 1).map((r) => r.pretrainedDir);
+    assert.equal(s1[0], s1[1]);
+    assert.equal(plan.runs[2].config.credit.trajGamma, 0);
+    assert.equal(plan.runs[0].config.credit.trajGamma, 0.6);
+    const args = pretrainArgs(plan.pretrains[0]);
+    assert.deepEqual(args.slice(args.indexOf("--steps"), args.indexOf("--steps") + 2), ["--steps", "2"]);
+    assert.ok(args.includes("--eval-trials"));
+  });
+
+  it("names the method and the field of a bad override before anything runs", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-bad-"));
+    const file = writeExperiment(root, writeConfig(root), [
+      `  - { name: gamma, config: ${JSON.stringify(writeConfig(root))}, set: [credit.trajGamma=7] }`,
+    ]);
+    assert.throws(
+      () => planExperiment(readExperiment(file), file),
+      (e: unknown) =>
+        e instanceof UsageError && /gamma/.test(e.message) && /credit\.trajGamma/.test(e.message),
+    );
+    assert.throws(
+      () =>
+        planExperiment(readExperiment(writeExperiment(root, writeConfig(root))), file, { methods: ["nope"] }),
+      /unknown method "nope"/,
+    );
+  });
+});
+
+describe("experiment run", () => {
+  it("runs the grid in parallel, copies each summary, and skips finished runs when rerun", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-run-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const lines: string[] = [];
+    const first = await runExperiment(planExperiment(readExperiment(file), file), {
+      log: (l) => lines.push(l),
+      statusEverySeconds: 0,
+    });
+    assert.equal(first.failed, 0, lines.join("\n"));
+    const results = join(root, "results", "smoke");
+    assert.deepEqual(readdirSync(results).sort(), [
+      "alpha-s0.json",
+      "alpha-s1.json",
+      "beta-s1.json",
+      "experiment.json",
+    ]);
+    const beta = readSummary(join(results, "beta-s1.json"));
+    assert.equal(beta.name, "beta");
+    assert.equal(beta.seed, 1);
+    assert.ok(beta.finalEval);
+    assert.equal(beta.scalingEval?.attempts, 3);
+    assert.equal(beta.scalingEval?.cells[0].metrics.successAt.length, 3);
+    assert.equal(readdirSync(join(root, "pretrained")).filter((n) => !n.endsWith(".log")).length, 2);
+    const record = JSON.parse(readFileSync(join(results, "experiment.json"), "utf8"));
+    assert.equal(record.format, "mage-experiment-v1");
+    assert.deepEqual(
+      record.runs.map((r: { status: string }) => r.status),
+      ["done", "done", "done"],
+    );
+
+    const again: string[] = [];
+    const second = await runExperiment(planExperiment(readExperiment(file), file), {
+      log: (l) => again.push(l),
+      statusEverySeconds: 0,
+    });
+    assert.equal(second.failed, 0);
+    assert.ok(again[0].includes("3 runs (3 already done), 0 base model(s) to pretrain"), again[0]);
+    assert.ok(!again.some((l) => l.includes("start ")));
+    assert.ok(existsSync(join(root, "runs", "smoke", "alpha-s0", "train.log")));
+  });
+});
