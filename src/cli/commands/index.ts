@@ -16,4 +16,5 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   report: async () => (await import("./report.js")).command,
   serve: async () => (await import("./serve.js")).command,
   experiment: async () => (await import("./experiment.js")).command,
+  diversity: async () => (await import("./diversity.js")).command,
 };

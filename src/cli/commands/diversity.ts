@@ -1,0 +1,140 @@
+import { mkdir } from "node:fs/promises";
+import { dirname } from "node:path";
+import { writeFileAtomic } from "../../core/atomic-write.js";
+import { UsageError } from "../../core/errors.js";
+import {
+  DIVERSITY_DEFAULT_OPPONENTS,
+  DIVERSITY_DEFAULT_SAMPLES,
+  DIVERSITY_GAMES,
+  DIVERSITY_SAMPLING,
+  type DiversityGame,
+  formatDiversity,
+  measureDiversity,
+} from "../../evaluate/diversity.js";
+import { loadCheckpoint } from "../../model/checkpoint.js";
+import { openPolicy } from "../../policy/factory.js";
+import { checkOpponentSpec } from "../../tasks/registry.js";
+import { parseFlags } from "../args.js";
+import type { Command } from "../command.js";
+
+const USAGE = [
+  "mage diversity (--checkpoint DIR | --policy SPEC) --game kuhn|tictactoe [--samples N] [--opponent SPEC]",
+  "               [--temperature T] [--top-p P] [--top-k K] [--max-tokens N] [--style compact|full]",
+  "               [--seed S] [--out FILE.json] [--json]",
+  "  Entropy (bits) of the distribution of attempt-1 action sequences, N single-attempt games per cell",
+  `  (default ${DIVERSITY_DEFAULT_SAMPLES}): Kuhn per agent seat and card (opponent default ${DIVERSITY_DEFAULT_OPPONENTS.kuhn}),`,
+  `  TicTacToe from the empty board, agent first (opponent default ${DIVERSITY_DEFAULT_OPPONENTS.tictactoe}).`,
+  "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
+].join("\n");
+
+function num(
+  name: string,
+  v: string | undefined,
+  fallback: number,
+  kind: "number" | "integer" | "positive integer" = "number",
+): number {
+  if (v === undefined) return fallback;
+  const x = Number(v);
+  const bad =
+    v.trim() === "" ||
+    !Number.isFinite(x) ||
+    x < 0 ||
+    (kind !== "number" && !Number.isInteger(x)) ||
+    (kind === "positive integer" && x < 1);
+  if (bad) {
+    const what =
+      kind === "number" ? "non-negative number" : kind === "integer" ? "non-negative integer" : kind;
+    throw new UsageError(`--${name} must be a ${what}, got "${v}"`);
+  }
+  return x;
+}
+
+export const command: Command = {
+  name: "diversity",
+  summary:
+    "Measure how diverse a policy's first-attempt play is: entropy of its attempt-1 action sequences (Kuhn per seat and card, TicTacToe from the empty board)",
+  usage: USAGE,
+  async run(argv) {
+    const { values } = parseFlags(
+      argv,
+      {
+        checkpoint: { type: "string" },
+        policy: { type: "string" },
+        game: { type: "string" },
+        samples: { type: "string" },
+        opponent: { type: "string" },
+        temperature: { type: "string" },
+        "top-p": { type: "string" },
+        "top-k": { type: "string" },
+        "max-tokens": { type: "string" },
+        style: { type: "string" },
+        seed: { type: "string" },
+        out: { type: "string" },
+        json: { type: "boolean" },
+      },
+      USAGE,
+    );
+    if ((values.checkpoint === undefined) === (values.policy === undefined)) {
+      throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
+    }
+    let game = values.game;
+    if (game === undefined && values.checkpoint !== undefined) {
+      const meta = (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
+      if (typeof meta.game === "string") game = meta.game;
+    }
+    if (game === undefined) {
+      throw new UsageError(`--game is required; valid choices: ${DIVERSITY_GAMES.join(", ")}`);
+    }
+    if (!(DIVERSITY_GAMES as readonly string[]).includes(game)) {
+      throw new UsageError(`unknown --game "${game}"; valid choices: ${DIVERSITY_GAMES.join(", ")}`);
+    }
+    const g = game as DiversityGame;
+    const samples = num("samples", values.samples, DIVERSITY_DEFAULT_SAMPLES, "positive integer");
+    const seed = num("seed", values.seed, 0, "integer");
+    const opponent = values.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[g];
+    checkOpponentSpec(g, opponent);
+    const style = values.style;
+    if (style !== undefined && style !== "compact" && style !== "full") {
+      throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
+    }
+    const temperature = num("temperature", values.temperature, DIVERSITY_SAMPLING.temperature);
+    const topP = num("top-p", values["top-p"], DIVERSITY_SAMPLING.topP);
+    if (topP > 1) throw new UsageError(`--top-p must be in [0, 1], got "${values["top-p"]}"`);
+    const topK = num("top-k", values["top-k"], DIVERSITY_SAMPLING.topK, "integer");
+    const spec = values.policy ?? `checkpoint:${values.checkpoint}`;
+    const opened = await openPolicy(spec);
+    try {
+      const maxTokens = num(
+        "max-tokens",
+        values["max-tokens"],
+        opened.kind === "embedded" ? DIVERSITY_SAMPLING.maxTokens : 1024,
+        "positive integer",
+      );
+      const result = await measureDiversity(opened.policy, {
+        game: g,
+        samples,
+        opponent,
+        sampling: { temperature, topP, topK, maxTokens, stop: [] },
+        seed,
+        // Compact prompts by default (the brief's protocol), whatever the backend prefers.
+        promptStyle: (style as "compact" | "full" | undefined) ?? "compact",
+        policyLabel: values.policy ?? (values.checkpoint as string),
+        concurrency: opened.kind === "embedded" ? 1 : 8,
+      });
+      const json = JSON.stringify(result, null, 2);
+      if (values.out !== undefined) {
+        await mkdir(dirname(values.out), { recursive: true });
+        await writeFileAtomic(values.out, `${json}\n`);
+      }
+      if (values.json) {
+        console.log(json);
+      } else {
+        console.log(formatDiversity(result));
+        if (values.out !== undefined) console.log(`written to ${values.out}`);
+      }
+      return 0;
+    } finally {
+      await opened.close();
+    }
+  },
+};
