@@ -7,8 +7,21 @@ import { type RunSummary, SUMMARY_FORMAT } from "../train/summary.js";
  * Finding run summaries for `mage report`. An input is a run directory (it holds `summary.json`:
  * only that file is read), a directory of summaries (every `*.json` below it, recursively; a
  * sub-directory holding `summary.json` counts as a run directory), or a summary file itself.
- * JSON files that are not run summaries are skipped with a note.
+ * JSON files that are not run summaries are skipped with a note, except the companion files an
+ * experiment directory holds (`experiment.json`, diversity measurements: formats in
+ * `COMPANION_FORMATS`), which are collected in `companions` without a note.
  */
+
+/** Formats of the non-summary JSON files an experiment directory holds (see `report/experiments.ts`). */
+export const EXPERIMENT_FORMAT = "mage-experiment-v1";
+export const DIVERSITY_FORMAT = "mage-diversity-v1";
+export const COMPANION_FORMATS: readonly string[] = [EXPERIMENT_FORMAT, DIVERSITY_FORMAT];
+
+export interface CompanionFile {
+  path: string;
+  format: string;
+  data: Record<string, unknown>;
+}
 
 export interface LoadedSummary {
   /** Absolute path of the summary file. */
@@ -21,13 +34,17 @@ export interface LoadResult {
   runs: LoadedSummary[];
   /** One line per skipped file, saying why. */
   notes: string[];
+  /** Experiment and diversity files met on the way (not summaries, not problems). */
+  companions: CompanionFile[];
 }
 
 /** JSON files larger than this are not summaries (a summary is a few hundred KiB at most). */
 const MAX_SUMMARY_BYTES = 64 * 2 ** 20;
 const SKIP_DIRS = new Set(["node_modules", ".git"]);
 
-type Parsed = { ok: true; summary: RunSummary } | { ok: false; why: string };
+type Parsed =
+  | { ok: true; summary: RunSummary }
+  | { ok: false; why: string; companion?: { format: string; data: Record<string, unknown> } };
 
 function problems(s: Record<string, unknown>): string | null {
   if (typeof s.name !== "string") return "no run name";
@@ -62,6 +79,13 @@ export function parseSummaryFile(path: string): Parsed {
   }
   const obj = raw as Record<string, unknown>;
   if (obj.format !== SUMMARY_FORMAT) {
+    if (typeof obj.format === "string" && COMPANION_FORMATS.includes(obj.format)) {
+      return {
+        ok: false,
+        why: `a ${obj.format} file, not a run summary`,
+        companion: { format: obj.format, data: obj },
+      };
+    }
     return {
       ok: false,
       why: `not a mage run summary (format ${obj.format === undefined ? "missing" : JSON.stringify(obj.format)}, expected "${SUMMARY_FORMAT}")`,
@@ -139,6 +163,7 @@ export function loadSummaries(inputs: readonly string[]): LoadResult {
   }
   const notes: string[] = [];
   const runs: LoadedSummary[] = [];
+  const companions: CompanionFile[] = [];
   const seenFiles = new Set<string>();
   const seenDirs = new Set<string>();
   for (const input of inputs) {
@@ -159,6 +184,7 @@ export function loadSummaries(inputs: readonly string[]): LoadResult {
       seenFiles.add(real);
       const parsed = parseSummaryFile(file);
       if (parsed.ok) runs.push({ path: file, summary: parsed.summary });
+      else if (parsed.companion && file !== abs) companions.push({ path: file, ...parsed.companion });
       else if (file === abs) throw new UsageError(`${input}: ${parsed.why}`);
       else notes.push(`skipped ${file}: ${parsed.why}`);
     }
@@ -171,5 +197,5 @@ export function loadSummaries(inputs: readonly string[]): LoadResult {
     );
   }
   runs.sort(compareRuns);
-  return { runs, notes };
+  return { runs, notes, companions };
 }

@@ -1,0 +1,925 @@
+import { keyFacts, kuhnCalibration } from "../evaluate/kuhn-calibration.js";
+import type { RunSummary } from "../train/summary.js";
+import { type BootstrapEstimate, type BootstrapOptions, HierarchicalBootstrap } from "./bootstrap.js";
+import {
+  ABLATION_METHODS,
+  allHaveOutcomes,
+  type CellRef,
+  cellLabel,
+  cellsOf,
+  compareMethodNames,
+  type ExperimentGame,
+  experimentGames,
+  findMethod,
+  MAGE,
+  METHOD_DESCRIPTIONS,
+  type MethodRuns,
+  methodEstimate,
+  pairedDifference,
+  RL_BASELINES,
+  seedMetrics,
+} from "./compare.js";
+import type { DiversityFile, Experiment } from "./experiments.js";
+import {
+  formatDuration,
+  formatPercent,
+  formatScore,
+  movingAverage,
+  type Report,
+  type ReportPlot,
+} from "./markdown.js";
+import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
+import { computeTargets, kuhnBestPossible, mainExperiment, type TargetLine } from "./targets.js";
+
+/**
+ * The results document (`mage report DIR --results`, docs/results.md): from the committed
+ * summaries of an experiment grid, how to reproduce it, the targets of the results issue met or
+ * missed, and per experiment the tables (methods per cell with hierarchical-bootstrap intervals,
+ * paired differences, ablations, test-time scaling, diversity, runs) and plots (training curves per
+ * opponent, per-attempt bars, test-time scaling). Pure: the caller writes the files.
+ */
+
+export interface ResultsOptions {
+  title?: string;
+  /** Relative link from the markdown file to the plots folder. */
+  plotsLink: string;
+  /** How a file path is linked from the markdown (default: as given). */
+  linkOf?: (path: string) => string;
+  /** Link to the exact Kuhn calibration (docs/results/kuhn-calibration.md), when found. */
+  calibrationLink?: string;
+  /** The report command as the user typed it (printed under "Reproduce"). */
+  reportCommand?: string;
+  /** Skipped files etc., listed at the end. */
+  notes?: readonly string[];
+  bootstrap?: BootstrapOptions;
+  /** Moving-average window for training curves (default: automatic). */
+  smooth?: number;
+}
+
+const DASH = "–";
+
+function cellText(s: string): string {
+  return s.replace(/\|/g, "\\|").replace(/\r?\n/g, " ");
+}
+
+function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
+  return [head, head.map(() => "---"), ...rows].map((r) => `| ${r.map(cellText).join(" | ")} |`).join("\n");
+}
+
+function slug(s: string): string {
+  const t = s
+    .toLowerCase()
+    .replace(/[^a-z0-9.]+/g, "-")
+    .replace(/^-+|-+$/g, "");
+  return t.length > 0 ? t.slice(0, 60) : "x";
+}
+
+class Plots {
+  readonly list: ReportPlot[] = [];
+  private readonly used = new Set<string>();
+  constructor(private readonly link: string) {}
+
+  add(parts: readonly string[], svg: string, alt: string): string {
+    const base = parts.map(slug).join("-");
+    let file = `${base}.svg`;
+    for (let i = 2; this.used.has(file); i++) file = `${base}-${i}.svg`;
+    this.used.add(file);
+    this.list.push({ file, svg });
+    const href = this.link === "" || this.link === "." ? file : `${this.link.replace(/\/+$/, "")}/${file}`;
+    return `![${alt.replace(/[[\]]/g, "")}](${href})`;
+  }
+}
+
+type Kind = "score" | "rate";
+
+function fmt(x: number, kind: Kind): string {
+  return kind === "score" ? formatScore(x) : formatPercent(x);
+}
+
+/** `mean [lo, hi]`; bold when `signal` and the interval excludes 0. */
+function est(e: BootstrapEstimate, kind: Kind, signal = false): string {
+  if (!Number.isFinite(e.mean)) return DASH;
+  const text =
+    Number.isFinite(e.lo) && Number.isFinite(e.hi)
+      ? `${fmt(e.mean, kind)} [${fmt(e.lo, kind)}, ${fmt(e.hi, kind)}]`
+      : fmt(e.mean, kind);
+  return signal && (e.lo > 1e-9 || e.hi < -1e-9) ? `**${text}**` : text;
+}
+
+function mean(xs: readonly number[]): number {
+  const ok = xs.filter(Number.isFinite);
+  return ok.length > 0 ? ok.reduce((a, b) => a + b, 0) / ok.length : Number.NaN;
+}
+
+function scoreName(game: string): string {
+  return game === "kuhn" ? "chips" : "score";
+}
+
+function scoreFirst(game: string): boolean {
+  return game === "kuhn";
+}
+
+function gameTitle(game: string): string {
+  return game === "kuhn" ? "Kuhn poker" : game === "tictactoe" ? "TicTacToe" : game;
+}
+
+function methodAttempts(m: MethodRuns): number {
+  return Math.max(1, ...m.runs.map((r) => r.summary.finalEval?.attempts ?? 0));
+}
+
+function wallOf(s: RunSummary): number {
+  return Number.isFinite(s.wallSeconds) ? s.wallSeconds : Number.NaN;
+}
+
+function shortCommit(s: RunSummary): string {
+  const c = s.meta?.commit;
+  if (!c) return DASH;
+  return `${c.slice(0, 7)}${s.meta?.dirty ? "+dirty" : ""}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header
+
+function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions, out: string[]): void {
+  out.push("## Reproduce", "");
+  const lines: string[] = [];
+  const assumed: string[] = [];
+  for (const e of experiments) {
+    if (e.info?.file) lines.push(`mage experiment ${e.info.file}`);
+    else if (e.info?.command) lines.push(e.info.command);
+    else {
+      lines.push(`mage experiment configs/experiments/${e.name}.yaml`);
+      assumed.push(e.name);
+    }
+  }
+  lines.push(o.reportCommand ?? "mage report docs/results/experiments --out docs/results.md");
+  out.push("```sh", ...lines, "```", "");
+  if (assumed.length > 0) {
+    out.push(
+      `No experiment.json was found for ${assumed.join(", ")}: the experiment file name above is assumed from the folder name.`,
+      "",
+    );
+  }
+  out.push(
+    "`mage experiment` runs the grid (methods × seeds; resumable: an interrupted grid picks up where it stopped) " +
+      "and commits nothing itself; each finished run leaves its summary under `docs/results/experiments/<experiment>/`. " +
+      "This document is rebuilt from those summaries alone.",
+    "",
+  );
+
+  const rows = experiments.map((e) => {
+    const runs = e.runs.map((r) => r.summary);
+    const seeds = [...new Set([...(e.info?.seeds ?? []), ...runs.map((s) => s.seed)])].sort((a, b) => a - b);
+    const methods = [...new Set(runs.map((s) => s.name))].sort(compareMethodNames);
+    const planned =
+      e.info?.runs?.length ??
+      (e.info?.methods && e.info.seeds ? e.info.methods.length * e.info.seeds.length : undefined);
+    const walls = runs.map(wallOf).filter(Number.isFinite);
+    // Pretraining: the grid's shared base models (experiment.json), else what the runs did themselves.
+    const shared = (e.info?.pretrained ?? []).map((p) => p.seconds ?? Number.NaN).filter(Number.isFinite);
+    const pre =
+      shared.length > 0
+        ? shared
+        : runs.map((s) => s.pretrainSeconds).filter((x) => Number.isFinite(x) && x > 0);
+    return [
+      e.name,
+      [...new Set(runs.map((s) => gameTitle(s.game)))].join(", ") || DASH,
+      methods.join(", ") || DASH,
+      seeds.join(", ") || DASH,
+      planned !== undefined ? `${runs.length} / ${planned}` : String(runs.length),
+      walls.length > 0 ? formatDuration(walls.reduce((a, b) => a + b, 0)) : DASH,
+      e.info?.wallSeconds !== undefined ? formatDuration(e.info.wallSeconds) : DASH,
+      walls.length > 0 ? formatDuration(mean(walls)) : DASH,
+      pre.length > 0 ? formatDuration(pre.reduce((a, b) => a + b, 0)) : DASH,
+    ];
+  });
+  out.push(
+    table(
+      [
+        "experiment",
+        "game",
+        "methods",
+        "seeds",
+        "summaries",
+        "wall-clock (sum over runs)",
+        "grid wall-clock",
+        "wall-clock per run (mean)",
+        "pretraining (sum)",
+      ],
+      rows,
+    ),
+    "",
+  );
+
+  // Machine and backend, from the summaries' meta (and experiment.json).
+  const machines = new Map<string, number>();
+  const commits = new Set<string>();
+  for (const e of experiments) {
+    for (const r of e.runs) {
+      const m = r.summary.meta;
+      if (!m) continue;
+      const key = `${m.cpu ?? "?"}, ${m.cores ?? "?"} cores, ${m.memoryGiB ?? "?"} GiB; Node ${m.node ?? "?"}; ${m.platform ?? "?"}; kernels \`${m.kernels ?? "?"}\``;
+      machines.set(key, (machines.get(key) ?? 0) + 1);
+      commits.add(shortCommit(r.summary));
+    }
+    const mm = e.info?.machine;
+    if (mm && e.runs.length === 0) {
+      const key = `${mm.cpu ?? "?"}, ${mm.cores ?? "?"} cores; Node ${mm.node ?? "?"}; kernels \`${mm.kernels ?? "?"}\` (experiment.json)`;
+      machines.set(key, (machines.get(key) ?? 0) + 0);
+    }
+  }
+  if (machines.size > 0) {
+    out.push(
+      "Machine and backend (from the summaries):",
+      "",
+      ...[...machines.entries()].map(([k, n]) => `- ${k}${n > 0 ? ` — ${n} run${n === 1 ? "" : "s"}` : ""}`),
+      "",
+    );
+  }
+  if (commits.size > 0) out.push(`Commits of the runs: ${[...commits].sort().join(", ")}.`, "");
+  out.push(
+    "**Statistics.** A method's number is the mean over its seeds of the per-seed metric; brackets are 95% " +
+      "intervals of a hierarchical bootstrap (2,000 replicates, seeded): the seeds are resampled with " +
+      "replacement, then each drawn seed's trials are resampled from its outcome histogram (a multinomial " +
+      "draw). Differences A − B are paired: every replicate draws the seeds once and uses them for both " +
+      "methods (the seeds share one pretrained base model). Bold differences have an interval that excludes 0. " +
+      "Where a summary lacks its outcome histogram, only the seeds are resampled (said where it happens). " +
+      "Every number is a claim about the method at small scale: the model is thousands of times smaller than the paper's.",
+    "",
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Targets and reference points
+
+function targetsSection(lines: readonly TargetLine[], out: string[]): void {
+  out.push("## Targets", "");
+  const count = (v: string) => lines.filter((l) => l.verdict === v).length;
+  out.push(
+    `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries ` +
+      "(point targets compare the mean with the threshold; comparisons need the paired interval above 0).",
+    "",
+  );
+  const mark = (v: string) => (v === "met" ? "**met**" : v === "missed" ? "**missed**" : "not run");
+  out.push(
+    table(
+      ["game", "target", "measured", "verdict"],
+      lines.map((l) => [
+        gameTitle(l.game),
+        l.target,
+        l.note ? `${l.measured} — _${l.note}_` : l.measured,
+        mark(l.verdict),
+      ]),
+    ),
+    "",
+  );
+}
+
+function referenceSection(o: ResultsOptions, out: string[]): void {
+  const cal = kuhnCalibration();
+  const f = keyFacts(cal);
+  const link = o.calibrationLink
+    ? `[the exact calibration](${o.calibrationLink})`
+    : "the exact calibration (`mage kuhn-table`)";
+  out.push(
+    "## Reference points (Kuhn, exact)",
+    "",
+    `From ${link}, computed by enumeration (no sampling), in chips per deal against \`cfr\` with the agent second:`,
+    "",
+    table(
+      ["agent", "final chips"],
+      [
+        ["best response to the training pool, no adaptation", formatScore(f.poolBr)],
+        ["perfect adaptation after attempt 1", formatScore(f.oracleFinal)],
+        ["realisable explorer (adapts from what it observes)", formatScore(f.explorerFinal)],
+        ["knowing the opponent (best response to it)", formatScore(f.knows)],
+        ["equilibrium play", formatScore(f.nash)],
+        ["uniformly random", formatScore(f.uniform)],
+        ["best response to the wider pool, no adaptation", formatScore(f.widePoolBr)],
+      ],
+    ),
+    "",
+    `So an in-trial gain of ${formatScore(f.oracleFinal - f.poolBr)} is the most an agent starting from the pool best response can show there. ` +
+      `The agent can win ${f.winnable} of the 6 deals and every line wins ${f.forced} of them, so success@k vs cfr (agent second) is ` +
+      `${f.winnable === f.forced ? "the same for every policy: chips, not success, separate methods there" : "policy-dependent"}.`,
+    "",
+    "Best possible final chips per seen-pool cell (the best response to that opponent), the bar of the pool target:",
+    "",
+    table(
+      ["opponent", "seat", "best possible", "best response to the training pool"],
+      cal.fixed
+        .filter((r) => ["conservative", "aggressive", "intermediate"].includes(r.opponent))
+        .map((r) => [r.opponent, `agent ${r.seat}`, formatScore(r.best), formatScore(r.poolBr)]),
+    ),
+    "",
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per experiment
+
+interface Ctx {
+  bs: HierarchicalBootstrap;
+  plots: Plots;
+  out: string[];
+  linkOf: (p: string) => string;
+  smooth?: number;
+  /** Every experiment's games (for the ablation reference and notes). */
+  all: readonly ExperimentGame[];
+  seedOnly: Set<string>;
+}
+
+function noteSeedOnly(ctx: Ctx, m: MethodRuns, cell: CellRef): void {
+  if (!allHaveOutcomes(seedMetrics(m, cell.opponent, cell.seat, "final"))) {
+    ctx.seedOnly.add(`${m.experiment}: ${m.name} (${cellLabel(cell)})`);
+  }
+}
+
+function methodTable(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
+  const game = eg.game;
+  const present = eg.methods.filter((m) => seedMetrics(m, cell.opponent, cell.seat, "final").length > 0);
+  const K = Math.max(1, ...present.map(methodAttempts));
+  const ks = Array.from({ length: K }, (_, i) => i + 1);
+  const sn = scoreName(game);
+  const head = scoreFirst(game)
+    ? [
+        "method",
+        "seeds",
+        ...ks.map((k) => `${sn}@${k}`),
+        "final",
+        "in-trial gain",
+        `success@${K}`,
+        "wall-clock per run",
+      ]
+    : [
+        "method",
+        "seeds",
+        ...ks.map((k) => `success@${k}`),
+        `non-loss@${K}`,
+        `final ${sn}`,
+        "in-trial gain",
+        "wall-clock per run",
+      ];
+  const rows = present.map((m) => {
+    noteSeedOnly(ctx, m, cell);
+    const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat), kind);
+    const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
+    const wall = formatDuration(mean(m.runs.map((r) => wallOf(r.summary))));
+    return scoreFirst(game)
+      ? [
+          m.name,
+          String(n),
+          ...ks.map((k) => e(`score@${k}`, "score")),
+          e("final", "score"),
+          e("gain", "score"),
+          e(`success@${K}`, "rate"),
+          wall,
+        ]
+      : [
+          m.name,
+          String(n),
+          ...ks.map((k) => e(`success@${k}`, "rate")),
+          e(`nonloss@${K}`, "rate"),
+          e("final", "score"),
+          e("gain", "score"),
+          wall,
+        ];
+  });
+  return table(head, rows);
+}
+
+function perAttemptBars(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
+  const game = eg.game;
+  const present = eg.methods.filter((m) => seedMetrics(m, cell.opponent, cell.seat, "final").length > 0);
+  const K = Math.max(1, ...present.map(methodAttempts));
+  const ks = Array.from({ length: K }, (_, i) => i + 1);
+  const byScore = scoreFirst(game);
+  const label = byScore ? `${scoreName(game)}@k` : "success@k";
+  const series = present.map((m, i) => ({
+    name: m.name,
+    color: PALETTE[i % PALETTE.length],
+    values: ks.map((k) => {
+      const e = methodEstimate(ctx.bs, m, cell, byScore ? `score@${k}` : `success@${k}`);
+      return Number.isFinite(e.mean) ? { mean: e.mean, lo: e.lo, hi: e.hi } : null;
+    }),
+  }));
+  const svg = barChart({
+    title: `${label} per attempt — ${gameTitle(game)}, ${cellLabel(cell)}`,
+    subtitle: `${eg.experiment.name}: mean over seeds, 95% hierarchical-bootstrap intervals`,
+    categories: ks.map((k) => `attempt ${k}`),
+    series,
+    y: byScore ? { label, zeroLine: true } : { label, percent: true, min: 0, max: 1 },
+  });
+  return ctx.plots.add(
+    [eg.experiment.name, game, "attempts", cell.opponent, cell.seat],
+    svg,
+    `${label} per attempt, ${cellLabel(cell)}`,
+  );
+}
+
+const DIFF_STATS = (K: number, game: string): { stat: string; label: string; kind: Kind }[] => [
+  { stat: "gain", label: "Δ in-trial gain", kind: "score" },
+  { stat: "final", label: `Δ final ${scoreName(game)}`, kind: "score" },
+  { stat: "score@1", label: `Δ ${scoreName(game)}@1`, kind: "score" },
+  { stat: `success@${K}`, label: `Δ success@${K}`, kind: "rate" },
+];
+
+function differenceTable(
+  ctx: Ctx,
+  eg: ExperimentGame,
+  cell: CellRef,
+  mage: MethodRuns,
+  others: readonly MethodRuns[],
+): string | null {
+  const K = Math.min(3, methodAttempts(mage));
+  const stats = DIFF_STATS(K, eg.game);
+  const rows: string[][] = [];
+  for (const b of others) {
+    const d = stats.map((s) => pairedDifference(ctx.bs, mage, b, cell, s.stat));
+    if (!d.some((x) => Number.isFinite(x.mean))) continue;
+    rows.push([
+      `${MAGE} − ${b.name}`,
+      String(d[0].seeds.length),
+      ...d.map((x, i) => est(x, stats[i].kind, true)),
+    ]);
+  }
+  if (rows.length === 0) return null;
+  return table(["difference", "paired seeds", ...stats.map((s) => s.label)], rows);
+}
+
+function autoWindow(iterations: number): number {
+  if (iterations < 30) return 1;
+  const w = Math.min(21, Math.round(iterations / 15));
+  return w % 2 === 0 ? w + 1 : w;
+}
+
+function historyCurve(m: MethodRuns, key: string, window: number): Point[] {
+  const perSeed = m.runs.map((r) => {
+    const xs: number[] = [];
+    const ys: number[] = [];
+    r.summary.history.forEach((h, i) => {
+      const v = h[key];
+      if (typeof v !== "number" || !Number.isFinite(v)) return;
+      xs.push((typeof h.iteration === "number" ? h.iteration : i) + 1);
+      ys.push(v);
+    });
+    const sm = movingAverage(ys, window);
+    return new Map(xs.map((x, i) => [x, sm[i]]));
+  });
+  const xs = [...new Set(perSeed.flatMap((s) => [...s.keys()]))].sort((a, b) => a - b);
+  return xs.map((x) => {
+    const vals = perSeed
+      .map((s) => s.get(x))
+      .filter((v): v is number => v !== undefined && Number.isFinite(v));
+    if (vals.length === 0) return { x, y: Number.NaN };
+    const y = mean(vals);
+    return vals.length > 1 ? { x, y, lo: Math.min(...vals), hi: Math.max(...vals) } : { x, y };
+  });
+}
+
+function trainingCurves(ctx: Ctx, eg: ExperimentGame): void {
+  const methods = eg.methods.filter((m) => m.runs.some((r) => r.summary.history.length > 0));
+  if (methods.length === 0) return;
+  const longest = Math.max(...methods.flatMap((m) => m.runs.map((r) => r.summary.history.length)));
+  const window = ctx.smooth ?? autoWindow(longest);
+  const opponents: string[] = [];
+  for (const m of methods) {
+    for (const r of m.runs) {
+      for (const h of r.summary.history) {
+        for (const k of Object.keys(h)) {
+          const o = k.startsWith("final_score/") ? k.slice(12) : k.startsWith("success/") ? k.slice(8) : null;
+          if (o !== null && !opponents.includes(o)) opponents.push(o);
+        }
+      }
+    }
+  }
+  if (opponents.length === 0) return;
+  const sn = scoreName(eg.game);
+  const fams = [
+    { prefix: "final_score/", label: `final ${sn}`, percent: false },
+    { prefix: "success/", label: "success (any attempt)", percent: true },
+  ];
+  if (!scoreFirst(eg.game)) fams.reverse();
+  const images: string[] = [];
+  for (const o of opponents) {
+    for (const f of fams) {
+      const series: LineSeries[] = methods
+        .map((m) => ({
+          name: m.runs.length > 1 ? `${m.name} (${m.runs.length} seeds)` : m.name,
+          color: PALETTE[eg.methods.indexOf(m) % PALETTE.length],
+          points: historyCurve(m, `${f.prefix}${o}`, window),
+        }))
+        .filter((s) => s.points.some((p) => Number.isFinite(p.y)));
+      if (series.length === 0) continue;
+      images.push(
+        ctx.plots.add(
+          [eg.experiment.name, eg.game, "train", f.prefix.replace("/", ""), o],
+          lineChart({
+            title: `${f.label} vs ${o} over training — ${gameTitle(eg.game)}`,
+            subtitle: `${eg.experiment.name}: training rollouts, mean over seeds (min–max shaded)${window > 1 ? `, moving average over ${window}` : ""}`,
+            x: { label: "iteration", integer: true },
+            y: f.percent
+              ? { label: f.label, percent: true, min: 0, max: 1 }
+              : { label: f.label, zeroLine: true },
+            series,
+          }),
+          `${f.label} vs ${o} over training`,
+        ),
+      );
+    }
+  }
+  if (images.length === 0) return;
+  ctx.out.push(
+    "### Metrics over training, per opponent",
+    "",
+    `Training rollouts per iteration (\`history\`: \`final_score/<opponent>\`, \`success/<opponent>\`); methods without training have no curves.`,
+    "",
+    images.join("\n"),
+    "",
+  );
+}
+
+function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
+  const methods = eg.methods.filter((m) =>
+    m.runs.some((r) => (r.summary.scalingEval?.cells.length ?? 0) > 0),
+  );
+  ctx.out.push("### Test-time scaling", "");
+  if (methods.length === 0) {
+    ctx.out.push("No test-time scaling evaluation (`scalingEval`) in these summaries.", "");
+    return;
+  }
+  const cells = cellsOf(methods, "scaling");
+  const Ks = Math.max(...methods.flatMap((m) => m.runs.map((r) => r.summary.scalingEval?.attempts ?? 0)));
+  const Kt = Math.max(1, ...methods.map(methodAttempts));
+  const ks = Array.from({ length: Ks }, (_, i) => i + 1);
+  const sn = scoreName(eg.game);
+  const extra = Ks > Kt ? `success@${Ks}-success@${Kt}` : null;
+  const extraScore = Ks > Kt ? `score@${Ks}-score@${Kt}` : null;
+  ctx.out.push(
+    `The trained models evaluated again with ${Ks} attempts (training used ${Kt}), same held-out seeds. ` +
+      `Gain of attempts ${Kt + 1}–${Ks}: success@${Ks} − success@${Kt} and ${sn}@${Ks} − ${sn}@${Kt}, per seed, bootstrapped.`,
+    "",
+  );
+  for (const cell of cells) {
+    const present = methods.filter((m) => seedMetrics(m, cell.opponent, cell.seat, "scaling").length > 0);
+    const rows = present.map((m) => {
+      const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat, "scaling"), kind);
+      const val = (stat: string, kind: Kind) => {
+        const x = methodEstimate(ctx.bs, m, cell, stat, "scaling");
+        return Number.isFinite(x.mean) ? fmt(x.mean, kind) : DASH;
+      };
+      return [
+        m.name,
+        String(seedMetrics(m, cell.opponent, cell.seat, "scaling").length),
+        ...ks.map((k) => val(`success@${k}`, "rate")),
+        ...ks.map((k) => val(`score@${k}`, "score")),
+        extra ? e(extra, "rate") : DASH,
+        extraScore ? e(extraScore, "score") : DASH,
+      ];
+    });
+    ctx.out.push(
+      `#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`,
+      "",
+      table(
+        [
+          "method",
+          "seeds",
+          ...ks.map((k) => `success@${k}`),
+          ...ks.map((k) => `${sn}@${k}`),
+          `success gain ${Kt + 1}–${Ks}`,
+          `${sn} gain ${Kt + 1}–${Ks}`,
+        ],
+        rows,
+      ),
+      "",
+    );
+    const mage = findMethod(present, MAGE);
+    if (mage && extra && extraScore) {
+      const diffs = present
+        .filter((m) => m !== mage && RL_BASELINES.includes(m.name))
+        .map((m) => [
+          `${MAGE} − ${m.name}`,
+          est(pairedDifference(ctx.bs, mage, m, cell, extra, "scaling"), "rate", true),
+          est(pairedDifference(ctx.bs, mage, m, cell, extraScore, "scaling"), "score", true),
+        ]);
+      if (diffs.length > 0) {
+        ctx.out.push(
+          `MAGE against the single-episode RL baselines (paired), gain of attempts ${Kt + 1}–${Ks}:`,
+          "",
+          table(["difference", `Δ success gain ${Kt + 1}–${Ks}`, `Δ ${sn} gain ${Kt + 1}–${Ks}`], diffs),
+          "",
+        );
+      }
+    }
+    const images: string[] = [];
+    for (const f of [
+      { prefix: "success@", label: "success@k", percent: true },
+      { prefix: "score@", label: `${sn}@k`, percent: false },
+    ]) {
+      const series: LineSeries[] = present.map((m) => ({
+        name: m.name,
+        color: PALETTE[eg.methods.indexOf(m) % PALETTE.length],
+        points: ks.map((k) => {
+          const x = methodEstimate(ctx.bs, m, cell, `${f.prefix}${k}`, "scaling");
+          return { x: k, y: x.mean, lo: x.lo, hi: x.hi };
+        }),
+      }));
+      images.push(
+        ctx.plots.add(
+          [eg.experiment.name, eg.game, "scaling", f.prefix.replace("@", ""), cell.opponent, cell.seat],
+          lineChart({
+            title: `Test-time scaling: ${f.label} — ${gameTitle(eg.game)}, ${cellLabel(cell)}`,
+            subtitle: `${eg.experiment.name}: trained with ${Kt} attempts, evaluated with ${Ks}; 95% intervals`,
+            x: { label: "attempts k", integer: true, min: 1, max: Ks },
+            y: f.percent
+              ? { label: f.label, percent: true, min: 0, max: 1 }
+              : { label: f.label, zeroLine: true },
+            series,
+            intervals: "bars",
+          }),
+          `test-time scaling, ${f.label}`,
+        ),
+      );
+    }
+    ctx.out.push(images.join("\n"), "");
+  }
+}
+
+function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
+  const variants = eg.methods.filter((m) => ABLATION_METHODS.includes(m.name));
+  if (variants.length === 0) return;
+  let mage = findMethod(eg.methods, MAGE);
+  let from = "";
+  if (!mage) {
+    const main = mainExperiment(ctx.all, eg.game);
+    mage = main ? findMethod(main.methods, MAGE) : undefined;
+    if (mage) from = ` (MAGE taken from experiment ${main!.experiment.name}, paired on the seeds both have)`;
+  }
+  ctx.out.push(
+    "### Ablations",
+    "",
+    `MAGE with one change each${from}. Δ = variant − MAGE, paired over seeds.`,
+    "",
+    ...variants.map((v) => `- \`${v.name}\`: ${METHOD_DESCRIPTIONS[v.name] ?? "a MAGE variant"}`),
+    "",
+  );
+  const cells = cellsOf(variants, "final");
+  const sn = scoreName(eg.game);
+  for (const cell of cells) {
+    const rows: string[][] = [];
+    const list = mage ? [mage, ...variants] : variants;
+    for (const m of list) {
+      const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
+      if (n === 0) continue;
+      noteSeedOnly(ctx, m, cell);
+      const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat), kind);
+      const d = (stat: string, kind: Kind) =>
+        mage && m !== mage ? est(pairedDifference(ctx.bs, m, mage, cell, stat), kind, true) : DASH;
+      rows.push([
+        m === mage ? `${m.name} (reference)` : m.name,
+        String(n),
+        e("score@1", "score"),
+        e("final", "score"),
+        e("gain", "score"),
+        d("score@1", "score"),
+        d("final", "score"),
+        d("gain", "score"),
+      ]);
+    }
+    if (rows.length === 0) continue;
+    ctx.out.push(
+      `#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`,
+      "",
+      table(
+        ["method", "seeds", `${sn}@1`, "final", "in-trial gain", `Δ ${sn}@1`, "Δ final", "Δ in-trial gain"],
+        rows,
+      ),
+      "",
+    );
+  }
+  const wide = findMethod(variants, "mage-wide-pool");
+  if (wide && mage && eg.game === "kuhn") {
+    const d = pairedDifference(ctx.bs, wide, mage, { opponent: "cfr", seat: "second" }, "score@1");
+    if (Number.isFinite(d.mean)) {
+      const verdict =
+        d.lo > 1e-9
+          ? "yes: it raises"
+          : d.hi < -1e-9
+            ? "no: it lowers"
+            : "not clearly: the interval includes 0 for";
+      ctx.out.push(
+        `Does the wider pool raise attempt-1 chips against the unseen cfr (agent second)? ${verdict} chips@1 ` +
+          `(mage-wide-pool − mage = ${est(d, "score")}, ${d.seeds.length} paired seeds).`,
+        "",
+      );
+    }
+  }
+}
+
+function diversitySection(ctx: Ctx, files: readonly DiversityFile[], game: string): void {
+  const mine = files.filter((d) => d.game === undefined || d.game === game);
+  ctx.out.push("### Diversity", "");
+  if (mine.length === 0) {
+    ctx.out.push("Not run: no diversity measurements (`mage diversity`) in this experiment.", "");
+    return;
+  }
+  const labels = [...new Set(mine.map((d) => d.label))].sort((a, b) =>
+    a === "pretrained" ? -1 : b === "pretrained" ? 1 : compareMethodNames(a, b),
+  );
+  const range = (xs: number[]) => {
+    const ok = xs.filter(Number.isFinite);
+    if (ok.length === 0) return DASH;
+    const m = mean(ok);
+    return ok.length > 1
+      ? `${m.toFixed(3)} [${Math.min(...ok).toFixed(3)}, ${Math.max(...ok).toFixed(3)}]`
+      : m.toFixed(3);
+  };
+  const rows = labels.map((l) => {
+    const list = mine.filter((d) => d.label === l);
+    const samples = [...new Set(list.map((d) => d.samples).filter((s) => s !== undefined))];
+    return [
+      l,
+      list.map((d) => (d.seed === null ? "?" : String(d.seed))).join(", "),
+      range(list.map((d) => d.meanEntropyBits)),
+      range(list.map((d) => d.bySeat.first ?? Number.NaN)),
+      range(list.map((d) => d.bySeat.second ?? Number.NaN)),
+      samples.length > 0 ? samples.join(", ") : DASH,
+    ];
+  });
+  ctx.out.push(
+    "Entropy (bits) of the distribution of attempt-1 action sequences, per card and seat, averaged; " +
+      "mean over seeds [min, max over seeds].",
+    "",
+    table(["policy", "seeds", "mean entropy", "agent first", "agent second", "samples per task"], rows),
+    "",
+  );
+}
+
+function runsTable(ctx: Ctx, e: Experiment): void {
+  const status = new Map((e.info?.runs ?? []).map((r) => [`${r.method}\u0000${r.seed}`, r]));
+  const have = new Set(e.runs.map((r) => `${r.summary.name}\u0000${r.summary.seed}`));
+  const rows: string[][] = e.runs
+    .slice()
+    .sort((a, b) => compareMethodNames(a.summary.name, b.summary.name) || a.summary.seed - b.summary.seed)
+    .map(({ path, summary: s }) => {
+      const st = status.get(`${s.name}\u0000${s.seed}`);
+      return [
+        s.name,
+        String(s.seed),
+        gameTitle(s.game),
+        st?.status && st.status !== "pending" && st.status !== "running" ? st.status : "done",
+        `${s.iterationsDone}/${s.config?.train?.iterations ?? "?"}`,
+        formatDuration(wallOf(s)),
+        s.pretrainSeconds > 0 ? formatDuration(s.pretrainSeconds) : DASH,
+        s.meta?.kernels ?? DASH,
+        shortCommit(s),
+        `[json](${ctx.linkOf(path)})`,
+      ];
+    });
+  for (const r of e.info?.runs ?? []) {
+    if (have.has(`${r.method}\u0000${r.seed}`)) continue;
+    rows.push([
+      r.method,
+      String(r.seed),
+      DASH,
+      r.status ?? "no summary",
+      DASH,
+      r.wallSeconds !== undefined ? formatDuration(r.wallSeconds) : DASH,
+      DASH,
+      DASH,
+      DASH,
+      "no summary",
+    ]);
+  }
+  ctx.out.push(
+    "### Runs",
+    "",
+    table(
+      [
+        "method",
+        "seed",
+        "game",
+        "status",
+        "iterations",
+        "wall-clock",
+        "pretraining",
+        "kernels",
+        "commit",
+        "summary",
+      ],
+      rows,
+    ),
+    "",
+  );
+}
+
+function experimentSection(ctx: Ctx, e: Experiment): void {
+  ctx.out.push(`## Experiment \`${e.name}\``, "");
+  if (e.info?.file) ctx.out.push(`Grid: \`${e.info.file}\`.`, "");
+  const games = experimentGames(e);
+  if (games.length === 0) ctx.out.push("No run summaries yet.", "");
+  for (const eg of games) {
+    if (games.length > 1) ctx.out.push(`### ${gameTitle(eg.game)}`, "");
+    const described = eg.methods.filter((m) => METHOD_DESCRIPTIONS[m.name]);
+    if (described.length > 0) {
+      ctx.out.push(...described.map((m) => `- \`${m.name}\`: ${METHOD_DESCRIPTIONS[m.name]}`), "");
+    }
+    const cells = cellsOf(eg.methods, "final");
+    const missingFinal = eg.methods.flatMap((m) =>
+      m.runs.filter((r) => !r.summary.finalEval).map((r) => `${m.name} seed ${r.summary.seed}`),
+    );
+    ctx.out.push("### Final evaluation", "");
+    if (missingFinal.length > 0)
+      ctx.out.push(`No final evaluation (unfinished): ${missingFinal.join(", ")}.`, "");
+    const first = eg.methods.flatMap((m) => m.runs).find((r) => r.summary.finalEval)?.summary.finalEval;
+    if (first) {
+      ctx.out.push(
+        `Held-out task seeds, ${first.trialsPerCell} trials per cell and seed, ${first.attempts} attempts per trial. ` +
+          `Mean over seeds with 95% hierarchical-bootstrap intervals.`,
+        "",
+      );
+    }
+    const bars = scoreFirst(eg.game) ? cells.filter((c) => c.unseen) : cells;
+    for (const cell of cells) {
+      ctx.out.push(`#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`, "", methodTable(ctx, eg, cell), "");
+      if (bars.includes(cell)) ctx.out.push(perAttemptBars(ctx, eg, cell), "");
+    }
+    const mage = findMethod(eg.methods, MAGE);
+    const others = eg.methods.filter((m) => m !== mage && !ABLATION_METHODS.includes(m.name));
+    if (mage && others.length > 0) {
+      ctx.out.push(
+        "### Paired differences: MAGE minus each method",
+        "",
+        "Per cell, over the seeds both methods have; bold: the 95% interval excludes 0.",
+        "",
+      );
+      for (const cell of cells) {
+        const t = differenceTable(ctx, eg, cell, mage, others);
+        if (t) ctx.out.push(`#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`, "", t, "");
+      }
+    }
+    ablationSection(ctx, eg);
+    scalingSection(ctx, eg);
+    diversitySection(ctx, e.diversity, eg.game);
+    trainingCurves(ctx, eg);
+  }
+  runsTable(ctx, e);
+}
+
+/** Builds the results document. The same inputs and options always give the same bytes. */
+export function buildResults(input: readonly Experiment[], o: ResultsOptions): Report {
+  // Experiments holding a main comparison (MAGE and a baseline) first, then by name.
+  const isMain = (e: Experiment) =>
+    e.runs.some((r) => r.summary.name === MAGE) &&
+    e.runs.some((r) => r.summary.name !== MAGE && !ABLATION_METHODS.includes(r.summary.name));
+  const experiments = [...input].sort(
+    (a, b) => Number(isMain(b)) - Number(isMain(a)) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+  );
+  const bs = new HierarchicalBootstrap(o.bootstrap);
+  const plots = new Plots(o.plotsLink);
+  const out: string[] = [];
+  const all = experiments.flatMap(experimentGames);
+  const ctx: Ctx = {
+    bs,
+    plots,
+    out,
+    linkOf: o.linkOf ?? ((p) => p),
+    all,
+    seedOnly: new Set(),
+    ...(o.smooth !== undefined ? { smooth: o.smooth } : {}),
+  };
+  const games = new Set(all.map((g) => g.game));
+  out.push(`# ${o.title ?? "mage results"}`, "");
+  out.push(
+    `Rebuilt by \`mage report\` from the committed run summaries of ${experiments.length} experiment${experiments.length === 1 ? "" : "s"} ` +
+      `(${experiments.reduce((a, e) => a + e.runs.length, 0)} runs). Kuhn scores are chips per deal (3 decimals), rates are percentages.`,
+    "",
+  );
+  reproduceSection(experiments, o, out);
+  const targets = computeTargets({
+    bootstrap: bs,
+    games: all,
+    diversity: experiments.flatMap((e) => e.diversity),
+    ...(games.has("kuhn") ? { kuhnBestPossible: kuhnBestPossible() } : { kuhnBestPossible: () => undefined }),
+  });
+  targetsSection(targets, out);
+  if (games.has("kuhn")) referenceSection(o, out);
+  for (const e of experiments) experimentSection(ctx, e);
+  for (const g of ["kuhn", "tictactoe"]) {
+    if (!games.has(g)) out.push(`## ${gameTitle(g)}`, "", "Not run: no summaries of this game yet.", "");
+  }
+  const notes = [
+    ...[...ctx.seedOnly].map(
+      (s) => `${s}: the summaries carry no outcome histogram, so only the seeds were resampled (no trials).`,
+    ),
+    ...(o.notes ?? []),
+  ];
+  if (notes.length > 0) out.push("## Notes", "", ...notes.map((n) => `- ${n}`), "");
+  return {
+    markdown: `${out
+      .join("\n")
+      .replace(/\n{3,}/g, "\n\n")
+      .trimEnd()}\n`,
+    plots: plots.list,
+  };
+}
