@@ -1,8 +1,18 @@
 import { spawn } from "node:child_process";
-import { copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync } from "node:fs";
+import {
+  copyFileSync,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { writeFileAtomic } from "../core/atomic-write.js";
+import { UsageError } from "../core/errors.js";
 import { collectRunMeta } from "../train/run-meta.js";
 import { SUMMARY_FORMAT } from "../train/summary.js";
 import { type ExperimentPlan, type PlannedPretrain, type PlannedRun, pretrainArgs } from "./spec.js";
@@ -48,12 +58,15 @@ export interface RunExperimentOptions {
   /** The command line to record in experiment.json. */
   command?: string;
   shouldStop?: () => boolean;
+  /** Only the measurements of runs already finished (diversity): no pretraining, no training. */
+  noTrain?: boolean;
 }
 
 interface Job {
   id: string;
-  kind: "pretrain" | "train";
-  args: string[];
+  kind: "pretrain" | "train" | "diversity";
+  /** The `mage` arguments, or a function giving them when the job starts (null: nothing to do). */
+  args: string[] | (() => string[] | null);
   logFile: string;
   deps: Job[];
   state: "pending" | "running" | "done" | "failed" | "blocked";
@@ -80,6 +93,40 @@ function hasFinalSummary(path: string): boolean {
   }
 }
 
+/** The newest checkpoint directory of a run (its final model once the run is done). */
+export function finalCheckpoint(runDir: string): string | null {
+  const dir = join(runDir, "checkpoints");
+  if (!existsSync(dir)) return null;
+  const names = readdirSync(dir)
+    .filter((n) => /^iter-\d+$/.test(n))
+    .sort();
+  return names.length > 0 ? join(dir, names[names.length - 1]) : null;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** One `mage experiment` per grid at a time: a lock file holding the owner's pid. */
+function takeLock(path: string): () => void {
+  mkdirSync(dirname(path), { recursive: true });
+  if (existsSync(path)) {
+    const pid = Number(readFileSync(path, "utf8").trim());
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && pidAlive(pid)) {
+      throw new UsageError(
+        `another mage experiment (pid ${pid}) is running this grid; wait for it or stop it (lock: ${path})`,
+      );
+    }
+  }
+  writeFileSync(path, `${process.pid}\n`);
+  return () => rmSync(path, { force: true });
+}
+
 function metricsLines(runDir: string): number {
   const p = join(runDir, "metrics.jsonl");
   if (!existsSync(p)) return 0;
@@ -104,11 +151,27 @@ export async function runExperiment(
   const jobsAtOnce = opts.jobs ?? plan.spec.jobs;
   const t0 = performance.now();
   const elapsed = () => (performance.now() - t0) / 1000;
+  const releaseLock = takeLock(join(plan.spec.runsDir, plan.spec.name, ".lock"));
+  try {
+    return await runLocked(plan, opts, log, jobsAtOnce, elapsed);
+  } finally {
+    releaseLock();
+  }
+}
+
+async function runLocked(
+  plan: ExperimentPlan,
+  opts: RunExperimentOptions,
+  log: (line: string) => void,
+  jobsAtOnce: number,
+  elapsed: () => number,
+): Promise<{ record: ExperimentRecord; failed: number; stopped: boolean }> {
   mkdirSync(plan.resultsDir, { recursive: true });
+  const noTrain = opts.noTrain ?? false;
 
   const pretrainJobs = new Map<string, Job>();
   for (const p of plan.pretrains) {
-    if (existsSync(join(p.dir, "config.json"))) continue;
+    if (noTrain || existsSync(join(p.dir, "config.json"))) continue;
     mkdirSync(dirname(p.dir), { recursive: true });
     pretrainJobs.set(p.dir, {
       id: `pretrain ${p.game} s${p.seed}`,
@@ -142,6 +205,7 @@ export async function runExperiment(
       record.status = "done";
       continue;
     }
+    if (noTrain) continue;
     mkdirSync(run.runDir, { recursive: true });
     const args = ["train", "--config", run.configPath, "--out", run.runDir, "--resume", "--no-progress"];
     for (const o of run.overrides) args.push("--set", o);
@@ -155,6 +219,54 @@ export async function runExperiment(
       state: "pending",
       run,
     });
+  }
+  const diversity = plan.spec.diversity;
+  if (diversity) {
+    const dir = join(plan.resultsDir, "diversity");
+    mkdirSync(dir, { recursive: true });
+    const base = (game: string, checkpoint: string, maxTokens: number, seed: number) => {
+      const args = ["diversity", "--checkpoint", checkpoint, "--game", game, "--seed", String(seed)];
+      args.push("--samples", String(diversity.samples), "--max-tokens", String(maxTokens));
+      if (diversity.opponent) args.push("--opponent", diversity.opponent);
+      return args;
+    };
+    const seedsWithPretrain = plan.pretrains.map((p) => p.seed);
+    for (const p of plan.pretrains) {
+      const unique = seedsWithPretrain.filter((s) => s === p.seed).length === 1;
+      const out = join(dir, `${unique ? "pretrained" : `pretrained-${p.game}-${p.preset}`}-s${p.seed}.json`);
+      if (existsSync(out)) continue;
+      const maxTokens =
+        plan.runs.find((r) => r.pretrainedDir === p.dir)?.config.rollout.maxResponseTokens ?? 48;
+      const dep = pretrainJobs.get(p.dir);
+      if (noTrain && !existsSync(join(p.dir, "config.json"))) continue;
+      jobs.push({
+        id: `diversity ${p.game} pretrained s${p.seed}`,
+        kind: "diversity",
+        args: [...base(p.game, p.dir, maxTokens, p.seed), "--out", out],
+        logFile: `${p.dir}.diversity.log`,
+        deps: dep ? [dep] : [],
+        state: "pending",
+      });
+    }
+    for (const run of plan.runs) {
+      if (!run.config.train.updates) continue;
+      const out = join(dir, `${run.method}-s${run.seed}.json`);
+      if (existsSync(out)) continue;
+      const trainJob = jobs.find((j) => j.run === run);
+      if (!trainJob && !hasFinalSummary(run.summaryPath)) continue;
+      jobs.push({
+        id: `diversity ${run.method}-s${run.seed}`,
+        kind: "diversity",
+        args: () => {
+          const ck = finalCheckpoint(run.runDir);
+          if (!ck) return null;
+          return [...base(run.config.game, ck, run.config.rollout.maxResponseTokens, run.seed), "--out", out];
+        },
+        logFile: join(run.runDir, "diversity.log"),
+        deps: trainJob ? [trainJob] : [],
+        state: "pending",
+      });
+    }
   }
   const recordOf = (run: PlannedRun) => records.find((r) => r.method === run.method && r.seed === run.seed)!;
 
@@ -186,7 +298,8 @@ export async function runExperiment(
   const skipped = records.length - trainJobs.length;
   log(
     `experiment ${plan.spec.name}: ${records.length} runs (${skipped} already done), ` +
-      `${pretrainJobs.size} base model(s) to pretrain, ${jobsAtOnce} at a time; results in ${plan.resultsDir}`,
+      `${pretrainJobs.size} base model(s) to pretrain, ${jobs.filter((j) => j.kind === "diversity").length} diversity measurement(s), ` +
+      `${jobsAtOnce} at a time; results in ${plan.resultsDir}`,
   );
   await saveRecord();
 
@@ -199,13 +312,19 @@ export async function runExperiment(
   let stopped = false;
 
   const start = (job: Job): Promise<void> => {
+    const args = typeof job.args === "function" ? job.args() : job.args;
+    if (args === null) {
+      job.state = "failed";
+      log(`skip ${job.id}: no checkpoint to measure (the run directory may have been removed)`);
+      return Promise.resolve();
+    }
     job.state = "running";
     job.started = performance.now();
     if (job.run) recordOf(job.run).status = "running";
     mkdirSync(dirname(job.logFile), { recursive: true });
     const out = createWriteStream(job.logFile, { flags: "a" });
-    out.write(`\n$ mage ${job.args.join(" ")}\n`);
-    const child = spawn(process.execPath, [...process.execArgv, entry, ...job.args], {
+    out.write(`\n$ mage ${args.join(" ")}\n`);
+    const child = spawn(process.execPath, [...process.execArgv, entry, ...args], {
       env,
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -219,7 +338,9 @@ export async function runExperiment(
         job.seconds = (performance.now() - job.started!) / 1000;
         job.child = undefined;
         const ok = code === 0;
-        if (job.kind === "pretrain" && job.pretrain) {
+        if (job.kind === "diversity") {
+          job.state = ok ? "done" : "failed";
+        } else if (job.kind === "pretrain" && job.pretrain) {
           job.state = ok ? "done" : "failed";
           if (ok) pretrainedSeconds.set(job.pretrain.dir, job.seconds);
         } else if (job.run) {
@@ -250,7 +371,7 @@ export async function runExperiment(
     const now = jobs
       .filter((j) => j.state === "running")
       .map((j) => {
-        if (j.kind === "pretrain") return `${j.id} (pretraining)`;
+        if (j.kind !== "train") return j.id;
         const total = j.run!.config.train.iterations;
         const it = metricsLines(j.run!.runDir);
         return `${j.id} (${it < total ? `iteration ${it}/${total}` : "final evaluation"})`;
@@ -275,7 +396,9 @@ export async function runExperiment(
         if (j.state === "pending" && j.deps.some((d) => d.state === "failed" || d.state === "blocked")) {
           j.state = "blocked";
           if (j.run) recordOf(j.run).status = "blocked";
-          log(`skip ${j.id}: its base model failed to pretrain`);
+          log(
+            `skip ${j.id}: ${j.kind === "diversity" ? "its run failed" : "its base model failed to pretrain"}`,
+          );
         }
       }
       while (!stopped && running.size < jobsAtOnce) {
@@ -294,10 +417,13 @@ export async function runExperiment(
     if (timer) clearInterval(timer);
   }
   await saveRecord();
-  const failed = records.filter((r) => r.status === "failed" || r.status === "blocked").length;
+  const failedMeasures = jobs.filter((j) => j.kind === "diversity" && j.state !== "done").length;
+  const failed =
+    records.filter((r) => r.status === "failed" || r.status === "blocked").length + failedMeasures;
   const done = records.filter((r) => r.status === "done" || r.status === "skipped").length;
   log(
     `experiment ${plan.spec.name}: ${done}/${records.length} runs done, ${failed} failed` +
+      `${failedMeasures > 0 ? ` (${failedMeasures} measurement(s) not done)` : ""}` +
       `${stopped ? ", stopped early" : ""} in ${formatClock(elapsed())}; summaries in ${plan.resultsDir}`,
   );
   return { record: experimentRecord(), failed, stopped };

@@ -40,6 +40,18 @@ export const ExperimentSchema = z
     /** Where each finished run's summary.json is copied (committed): `<resultsDir>/<name>/<method>-s<seed>.json`. */
     resultsDir: z.string().default("docs/results/experiments"),
     methods: z.array(MethodSchema).min(1),
+    /**
+     * After each run, measure the diversity of its final model's attempt-1 play (`mage diversity`),
+     * and of each shared pretrained model, into `<resultsDir>/<name>/diversity/`. null: skip.
+     */
+    diversity: z
+      .object({
+        samples: z.number().int().positive().default(200),
+        opponent: z.string().min(1).optional(),
+      })
+      .strict()
+      .nullable()
+      .default(null),
   })
   .strict();
 

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -38,6 +39,7 @@ function writeExperiment(root: string, config: string, extra: string[] = []): st
       `runsDir: ${JSON.stringify(join(root, "runs"))}`,
       `pretrainedDir: ${JSON.stringify(join(root, "pretrained"))}`,
       `resultsDir: ${JSON.stringify(join(root, "results"))}`,
+      "diversity: { samples: 3 }",
       "set:",
       '  - "eval.scaling={attempts: 3, trials: 2, cells: [{opponent: cfr, seat: second}]}"',
       "methods:",
@@ -102,8 +104,20 @@ describe("experiment run", () => {
       "alpha-s0.json",
       "alpha-s1.json",
       "beta-s1.json",
+      "diversity",
       "experiment.json",
     ]);
+    assert.deepEqual(readdirSync(join(results, "diversity")).sort(), [
+      "alpha-s0.json",
+      "alpha-s1.json",
+      "beta-s1.json",
+      "pretrained-s0.json",
+      "pretrained-s1.json",
+    ]);
+    const div = JSON.parse(readFileSync(join(results, "diversity", "beta-s1.json"), "utf8"));
+    assert.equal(div.format, "mage-diversity-v1");
+    assert.match(div.policy, /beta-s1[/\\]checkpoints[/\\]iter-000001$/);
+    assert.equal(div.cells.length, 6);
     const beta = readSummary(join(results, "beta-s1.json"));
     assert.equal(beta.name, "beta");
     assert.equal(beta.seed, 1);
@@ -124,8 +138,28 @@ describe("experiment run", () => {
       statusEverySeconds: 0,
     });
     assert.equal(second.failed, 0);
-    assert.ok(again[0].includes("3 runs (3 already done), 0 base model(s) to pretrain"), again[0]);
+    assert.ok(
+      again[0].includes("3 runs (3 already done), 0 base model(s) to pretrain, 0 diversity"),
+      again[0],
+    );
     assert.ok(!again.some((l) => l.includes("start ")));
     assert.ok(existsSync(join(root, "runs", "smoke", "alpha-s0", "train.log")));
+    assert.ok(!existsSync(join(root, "runs", "smoke", ".lock")), "the lock is released");
+  });
+
+  it("refuses to run a grid that another live process holds", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-lock-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const holder = spawn("sleep", ["30"], { stdio: "ignore" });
+    try {
+      mkdirSync(join(root, "runs", "smoke"), { recursive: true });
+      writeFileSync(join(root, "runs", "smoke", ".lock"), `${holder.pid}\n`);
+      await assert.rejects(
+        runExperiment(planExperiment(readExperiment(file), file), { log: () => {}, statusEverySeconds: 0 }),
+        (e: unknown) => e instanceof UsageError && e.message.includes(`pid ${holder.pid}`),
+      );
+    } finally {
+      holder.kill();
+    }
   });
 });

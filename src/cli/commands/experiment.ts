@@ -5,10 +5,11 @@ import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
-  "mage experiment FILE.yaml [--jobs N] [--only METHOD[,METHOD...]] [--seeds S[,S...]] [--dry-run]\n" +
+  "mage experiment FILE.yaml [--jobs N] [--only METHOD[,METHOD...]] [--seeds S[,S...]] [--no-train] [--dry-run]\n" +
   "  Runs a grid of methods × seeds (configs/experiments/*.yaml). Each finished run's summary is\n" +
   "  copied to <resultsDir>/<name>/<method>-s<seed>.json; rerun the same command to continue an\n" +
-  "  interrupted grid (finished runs are skipped, unfinished ones resume from their checkpoints).";
+  "  interrupted grid (finished runs are skipped, unfinished ones resume from their checkpoints).\n" +
+  "  --no-train  only the measurements (diversity) of runs that already finished";
 
 function list(flag: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -32,6 +33,7 @@ export const command: Command = {
         only: { type: "string" },
         seeds: { type: "string" },
         "dry-run": { type: "boolean" },
+        "no-train": { type: "boolean" },
       },
       USAGE,
       true,
@@ -73,6 +75,7 @@ export const command: Command = {
         ...(jobs !== undefined ? { jobs } : {}),
         command: `mage experiment ${argv.join(" ")}`,
         shouldStop: () => stopRequested,
+        noTrain: values["no-train"] ?? false,
       });
       if (res.stopped) return 130;
       return res.failed > 0 ? 1 : 0;
