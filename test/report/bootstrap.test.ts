@@ -1,16 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Rng } from "../../src/core/rng.js";
-import {
-  computeTrialMetrics,
-  type Estimate,
-  nonLossAt,
-  scoreAt,
-  successAt,
-  type TrialMetrics,
-  type TrialOutcome,
-  trialsFromPatterns,
-} from "../../src/evaluate/metrics.js";
+import { type TrialMetrics, trialsFromPatterns } from "../../src/evaluate/metrics.js";
 import {
   binomial,
   HierarchicalBootstrap,
@@ -18,33 +9,7 @@ import {
   type SeedMetrics,
   seedValue,
 } from "../../src/report/bootstrap.js";
-
-/**
- * Metrics of one seed from an outcome-pattern histogram. Small seeds go through
- * `computeTrialMetrics` itself; large ones get the same means without its per-trial bootstrap
- * (2,000 resamples per measure), which would dominate the test's time.
- */
-function metricsOf(outcomes: Record<string, number>, attempts = 3): TrialMetrics {
-  const trials = trialsFromPatterns(outcomes);
-  if (trials.length <= 150) return computeTrialMetrics(trials, attempts, 0);
-  const point = (f: (t: TrialOutcome) => number): Estimate => {
-    const m = trials.reduce((a, t) => a + f(t), 0) / trials.length;
-    return { mean: m, lo: m, hi: m, n: trials.length };
-  };
-  const ks = Array.from({ length: attempts }, (_, i) => i + 1);
-  return {
-    trials: trials.length,
-    attempts,
-    successAt: ks.map((k) => point((t) => (successAt(t, k) ? 1 : 0))),
-    nonLossAt: ks.map((k) => point((t) => (nonLossAt(t, k) ? 1 : 0))),
-    scoreAt: ks.map((k) => point((t) => scoreAt(t, k))),
-    final: point((t) => t.attempts[t.attempts.length - 1].score),
-    gain: point((t) => t.attempts[t.attempts.length - 1].score - t.attempts[0].score),
-    invalidRate: 0,
-    meanAttemptsPlayed: trials.reduce((a, t) => a + t.attempts.length, 0) / trials.length,
-    outcomes: { ...outcomes },
-  };
-}
+import { metricsOf } from "./histograms.js";
 
 /**
  * A seed whose trials are won at attempt 1 with probability p, else lost (-1) then won (+1) at

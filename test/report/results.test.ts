@@ -1,0 +1,386 @@
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { command } from "../../src/cli/commands/report.js";
+import type { CellResult } from "../../src/evaluate/evaluate.js";
+import { kuhnCalibration } from "../../src/evaluate/kuhn-calibration.js";
+import { HierarchicalBootstrap } from "../../src/report/bootstrap.js";
+import { experimentGames } from "../../src/report/compare.js";
+import { type Experiment, isExperimentsFolder, loadExperiments } from "../../src/report/experiments.js";
+import { loadSummaries } from "../../src/report/load.js";
+import { buildResults } from "../../src/report/results.js";
+import { computeTargets, type TargetLine } from "../../src/report/targets.js";
+import type { RunSummary } from "../../src/train/summary.js";
+import { makeSummary } from "./fixtures.js";
+import { metricsOf } from "./histograms.js";
+import { checkXml } from "./xml.js";
+
+const roots: string[] = [];
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), "mage-results-test-"));
+  roots.push(d);
+  return d;
+}
+after(() => {
+  for (const d of roots) rmSync(d, { recursive: true, force: true });
+});
+
+function put(path: string, value: unknown): void {
+  mkdirSync(join(path, ".."), { recursive: true });
+  writeFileSync(path, typeof value === "string" ? value : `${JSON.stringify(value)}\n`);
+}
+
+const N = 1000;
+
+/** Kuhn trials with in-trial gain `gain` (a fraction of trials go −2 → −1) and final `final`. */
+function kuhnOutcomes(gain: number, final: number): Record<string, number> {
+  // "L-2 L-1 L-1": gain +1, final −1; "W1": final +1; "L-1 L-1 L-1": final −1; "D0 D0 D0": 0.
+  const up = Math.round(gain * N);
+  const lose = Math.max(200, Math.ceil(-final * N) + 100);
+  const win = Math.round(final * N) + lose + up;
+  const draw = N - up - lose - win;
+  assert.ok(win >= 0 && draw >= 0, `feasible histogram for gain ${gain}, final ${final}`);
+  return { "L-2 L-1 L-1": up, "L-1 L-1 L-1": lose, W1: win, "D0 D0 D0": draw };
+}
+
+function cell(
+  opponent: string,
+  seat: string,
+  unseen: boolean,
+  outcomes: Record<string, number>,
+  attempts = 3,
+): CellResult {
+  return { opponent, seat, unseen, metrics: metricsOf(outcomes, attempts) };
+}
+
+interface MethodSpec {
+  /** In-trial gain and final chips vs cfr (agent second), per seed (seed index → shift). */
+  gain: number;
+  final: number;
+  /** Final chips vs conservative (agent second), the seen pool cell. */
+  pool?: number;
+  /** Test-time scaling: success@5 − success@3 share of trials won at attempt 4. */
+  scaling?: number;
+}
+
+function summaryOf(name: string, seed: number, m: MethodSpec, withScaling: boolean): RunSummary {
+  const base = makeSummary({
+    name,
+    seed,
+    iterations: 6,
+    evalEvery: 0,
+    finalTrials: 4,
+    opponents: ["conservative", "aggressive", "intermediate"],
+    cells: [{ opponent: "cfr", seat: "second", unseen: true }],
+  });
+  const jitter = 0.01 * (seed - 1);
+  const cells = [cell("cfr", "second", true, kuhnOutcomes(m.gain + jitter, m.final + jitter))];
+  if (m.pool !== undefined) cells.push(cell("conservative", "second", false, kuhnOutcomes(0, m.pool)));
+  const s: RunSummary = {
+    ...base,
+    finalEval: { iteration: 6, attempts: 3, trialsPerCell: N, cells },
+  };
+  if (withScaling) {
+    const late = Math.round((m.scaling ?? 0) * N);
+    s.scalingEval = {
+      iteration: 6,
+      attempts: 5,
+      trialsPerCell: N,
+      cells: [
+        cell(
+          "cfr",
+          "second",
+          true,
+          { W1: 300, "L-1 L-1 L-1 W1": late, "L-1 L-1 L-1 L-1 L-1": N - 300 - late },
+          5,
+        ),
+      ],
+    };
+  }
+  return s;
+}
+
+function experimentOf(
+  name: string,
+  methods: Record<string, MethodSpec>,
+  o: { scaling?: boolean } = {},
+): Experiment {
+  const runs = Object.entries(methods).flatMap(([m, spec]) =>
+    [0, 1, 2].map((seed) => ({
+      path: `/x/${name}/${m}-s${seed}.json`,
+      summary: summaryOf(m, seed, spec, o.scaling ?? false),
+    })),
+  );
+  return { name, dir: `/x/${name}`, info: null, runs, diversity: [] };
+}
+
+function targets(e: Experiment[]): TargetLine[] {
+  return computeTargets({
+    bootstrap: new HierarchicalBootstrap(),
+    games: e.flatMap(experimentGames),
+    diversity: e.flatMap((x) => x.diversity),
+  });
+}
+
+function verdict(lines: TargetLine[], match: RegExp): TargetLine {
+  const l = lines.find((x) => match.test(x.target));
+  assert.ok(l, `a target matching ${match}`);
+  return l;
+}
+
+const best = kuhnCalibration().fixed.find((r) => r.opponent === "conservative" && r.seat === "second")!.best;
+
+describe("results targets are computed from the data", () => {
+  it("flip from met to missed when MAGE's numbers change", () => {
+    const good = targets([
+      experimentOf("main", {
+        mage: { gain: 0.15, final: 0.02, pool: best - 0.03 },
+        lamer: { gain: 0.06, final: -0.05 },
+        grpo: { gain: 0.01, final: -0.15 },
+        gigpo: { gain: 0.03, final: -0.1 },
+      }),
+    ]);
+    assert.equal(verdict(good, /in-trial gain ≥ \+0\.100/).verdict, "met");
+    assert.equal(verdict(good, /final chips ≥/).verdict, "met");
+    assert.equal(verdict(good, /seen pool.*conservative, agent second/).verdict, "met");
+    const rl = verdict(good, /best single-episode RL/);
+    assert.equal(rl.verdict, "met");
+    assert.match(rl.measured, /best baseline gigpo/, "the best baseline by mean gain");
+    assert.equal(verdict(good, /LaMer/).verdict, "met");
+
+    const bad = targets([
+      experimentOf("main", {
+        mage: { gain: 0.05, final: -0.1, pool: best - 0.08 },
+        lamer: { gain: 0.06, final: -0.05 },
+        grpo: { gain: 0.01, final: -0.15 },
+        gigpo: { gain: 0.03, final: -0.1 },
+      }),
+    ]);
+    assert.equal(verdict(bad, /in-trial gain ≥ \+0\.100/).verdict, "missed");
+    assert.equal(verdict(bad, /final chips ≥/).verdict, "missed");
+    assert.equal(verdict(bad, /seen pool.*conservative, agent second/).verdict, "missed");
+    assert.equal(verdict(bad, /best single-episode RL/).verdict, "missed");
+    assert.equal(verdict(bad, /LaMer/).verdict, "missed");
+    // The measured value is what the data say: 0.05 ± the seed jitter, mean exactly 0.050.
+    assert.match(verdict(bad, /in-trial gain ≥ \+0\.100/).measured, /^\+0\.050 \[/);
+  });
+
+  it("RL margin: an interval above 0 is not enough when the gain difference is below +0.05", () => {
+    const lines = targets([
+      experimentOf("main", { mage: { gain: 0.2, final: 0 }, grpo: { gain: 0.17, final: 0 } }),
+    ]);
+    const rl = verdict(lines, /best single-episode RL/);
+    assert.equal(rl.verdict, "missed");
+    assert.match(rl.note ?? "", /below 0\.05/);
+  });
+
+  it("test-time scaling compares MAGE's attempts 4–5 with each RL baseline's", () => {
+    const make = (mage: number) =>
+      targets([
+        experimentOf(
+          "main",
+          { mage: { gain: 0.1, final: 0, scaling: mage }, grpo: { gain: 0, final: 0, scaling: 0.05 } },
+          { scaling: true },
+        ),
+      ]);
+    assert.equal(verdict(make(0.12), /test-time scaling.*vs grpo/).verdict, "met");
+    assert.equal(verdict(make(0.05), /test-time scaling.*vs grpo/).verdict, "missed");
+  });
+
+  it("without data every target says not run", () => {
+    const lines = targets([experimentOf("main", { grpo: { gain: 0, final: 0 } })]);
+    assert.ok(lines.length >= 10);
+    for (const l of lines) assert.equal(l.verdict, "not run", l.target);
+    assert.ok(lines.some((l) => l.game === "tictactoe"));
+  });
+});
+
+describe("results document", () => {
+  it("loads an experiments folder with experiment.json and diversity files", () => {
+    const root = tempDir();
+    const dir = join(root, "kuhn-main");
+    const spec = { gain: 0.1, final: 0 };
+    put(join(dir, "mage-s0.json"), summaryOf("mage", 0, spec, false));
+    put(join(dir, "mage-s1.json"), summaryOf("mage", 1, spec, false));
+    put(join(dir, "grpo-s0.json"), summaryOf("grpo", 0, spec, false));
+    put(join(dir, "experiment.json"), {
+      format: "mage-experiment-v1",
+      name: "kuhn-main",
+      file: "configs/experiments/kuhn-main.yaml",
+      seeds: [0, 1],
+      runs: [
+        { method: "mage", seed: 0, status: "done", wallSeconds: 300 },
+        { method: "grpo", seed: 1, status: "pending", wallSeconds: null },
+      ],
+      pretrained: [{ dir: "runs/p", seconds: 120.5 }],
+      wallSeconds: 900,
+    });
+    const diversity = (seed: number, mean: number) => ({
+      format: "mage-diversity-v1",
+      policy: "runs/x",
+      game: "kuhn",
+      opponent: "cfr",
+      samples: 200,
+      seed,
+      cells: [
+        {
+          seat: "first",
+          card: "J",
+          samples: 200,
+          entropyBits: 1.5,
+          firstActionEntropyBits: 1,
+          distribution: { PASS: 0.5 },
+        },
+        {
+          seat: "second",
+          card: "K",
+          samples: 200,
+          entropyBits: 0.5,
+          firstActionEntropyBits: 0.5,
+          distribution: {},
+        },
+      ],
+      summary: { meanEntropyBits: mean, bySeat: { first: 1.5, second: 0.5 } },
+    });
+    put(join(dir, "diversity", "mage-s0.json"), diversity(0, 0.8));
+    put(join(dir, "diversity", "pretrained-s0.json"), diversity(0, 1.4));
+    put(join(dir, "notes.json"), { something: "else" });
+
+    assert.ok(isExperimentsFolder(root));
+    assert.ok(isExperimentsFolder(dir));
+    const { experiments, notes } = loadExperiments(root);
+    assert.equal(experiments.length, 1);
+    const e = experiments[0];
+    assert.equal(e.name, "kuhn-main");
+    assert.deepEqual(
+      e.runs.map((r) => `${r.summary.name}-${r.summary.seed}`),
+      ["grpo-0", "mage-0", "mage-1"],
+    );
+    assert.equal(e.info?.file, "configs/experiments/kuhn-main.yaml");
+    assert.equal(e.info?.runs?.length, 2);
+    assert.equal(e.info?.runs?.[1].wallSeconds, undefined, "null wall-clock is dropped");
+    assert.deepEqual(
+      e.diversity.map((d) => [d.label, d.seed, d.meanEntropyBits]),
+      [
+        ["mage", 0, 0.8],
+        ["pretrained", 0, 1.4],
+      ],
+    );
+    assert.equal(notes.length, 1);
+    assert.match(notes[0], /notes\.json/);
+
+    // The plain loader accepts the same folder: companions are collected, not reported as problems.
+    const plain = loadSummaries([root]);
+    assert.equal(plain.runs.length, 3);
+    assert.deepEqual(plain.companions.map((c) => c.format).sort(), [
+      "mage-diversity-v1",
+      "mage-diversity-v1",
+      "mage-experiment-v1",
+    ]);
+    assert.equal(plain.notes.length, 1);
+  });
+
+  it("renders without NaN when scaling and diversity are absent, and every plot is well-formed", () => {
+    const e = experimentOf("kuhn-main", {
+      mage: { gain: 0.12, final: 0.01, pool: best },
+      lamer: { gain: 0.05, final: -0.05 },
+      grpo: { gain: 0, final: -0.16 },
+      zeroshot: { gain: 0.02, final: -0.3 },
+    });
+    const r = buildResults([e], { plotsLink: "plots", reportCommand: "mage report X --out Y" });
+    const md = r.markdown;
+    for (const bad of ["NaN", "undefined", "Infinity", "[object"]) assert.ok(!md.includes(bad), `no ${bad}`);
+    assert.match(md, /mage experiment configs\/experiments\/kuhn-main\.yaml\nmage report X --out Y/);
+    assert.match(md, /No test-time scaling evaluation/);
+    assert.match(md, /### Diversity\n\nNot run/);
+    assert.match(md, /## TicTacToe\n\nNot run/);
+    assert.match(
+      md,
+      /\| Kuhn poker \| vs unseen cfr, agent second: MAGE in-trial gain ≥ \+0\.100 chips per deal \| \+0\.120 \[/,
+    );
+    assert.match(
+      md,
+      /\| mage − lamer \| 3 \| \*\*\+0\.070 \[/,
+      "the paired difference table, bold when clear of 0",
+    );
+    // Reference points quoted from the exact calibration.
+    assert.match(md, /best response to the training pool, no adaptation \| -0\.167/);
+    assert.ok(r.plots.length >= 2);
+    for (const p of r.plots) {
+      assert.deepEqual(checkXml(p.svg).problems, [], p.file);
+      assert.ok(!p.svg.includes("NaN"), `${p.file} has no NaN`);
+      assert.ok(md.includes(`(plots/${p.file})`), `${p.file} is shown`);
+    }
+  });
+
+  it("shows scaling, diversity and ablation tables when the data exist", () => {
+    const main = experimentOf(
+      "kuhn-main",
+      { mage: { gain: 0.12, final: 0, scaling: 0.1 }, gigpo: { gain: 0.02, final: -0.1, scaling: 0.02 } },
+      { scaling: true },
+    );
+    main.diversity = ["pretrained", "mage", "gigpo"].map((label, i) => ({
+      path: `/x/d/${label}-s0.json`,
+      label,
+      seed: 0,
+      game: "kuhn",
+      cells: [],
+      meanEntropyBits: 1 - 0.2 * i,
+      bySeat: { first: 1, second: 0.5 },
+    }));
+    const ablations = experimentOf("kuhn-ablations", {
+      "mage-wide-pool": { gain: 0.1, final: 0 },
+      "mage-gamma0": { gain: 0.02, final: -0.1 },
+    });
+    const r = buildResults([ablations, main], { plotsLink: "." });
+    const md = r.markdown;
+    assert.ok(
+      md.indexOf("## Experiment `kuhn-main`") < md.indexOf("## Experiment `kuhn-ablations`"),
+      "main first",
+    );
+    assert.match(md, /success gain 4–5/);
+    assert.match(md, /\| mage − gigpo \| \*\*8\.0% \[/);
+    assert.match(md, /\| pretrained \| 0 \| 1\.000 \|/);
+    assert.match(md, /MAGE taken from experiment kuhn-main/);
+    assert.match(md, /\| mage-gamma0 \| 3 \| .* \| \*\*-0\.100 \[/);
+    assert.match(md, /Does the wider pool raise attempt-1 chips/);
+    assert.match(md, /\| Kuhn poker \| diversity: .* \| \*\*met\*\* \|/);
+    assert.ok(!md.includes("NaN"));
+  });
+
+  it("mage report picks results mode for an experiments folder and writes the files", async () => {
+    const root = tempDir();
+    const exp = join(root, "experiments");
+    const spec = { gain: 0.1, final: 0 };
+    for (const seed of [0, 1])
+      put(join(exp, "kuhn-main", `mage-s${seed}.json`), summaryOf("mage", seed, spec, false));
+    put(join(exp, "kuhn-main", "experiment.json"), { format: "mage-experiment-v1", name: "kuhn-main" });
+    const out = join(root, "docs", "results.md");
+    const logs: string[] = [];
+    const log = console.log;
+    console.log = (...a: unknown[]) => logs.push(a.join(" "));
+    try {
+      assert.equal(await command.run([exp, "--out", out]), 0);
+    } finally {
+      console.log = log;
+    }
+    const md = readFileSync(out, "utf8");
+    assert.match(md, /^# mage results/);
+    assert.ok(md.includes(`mage report ${exp} --out ${out}`), "the exact command");
+    const plots = readdirSync(join(root, "docs", "results-plots"));
+    assert.ok(plots.length > 0);
+    assert.match(logs.join("\n"), /wrote .*results\.md and \d+ plot/);
+    // --runs keeps the plain report for the same folder.
+    const plain = join(root, "plain.md");
+    console.log = () => {};
+    try {
+      assert.equal(await command.run([exp, "--runs", "--out", plain]), 0);
+    } finally {
+      console.log = log;
+    }
+    assert.match(readFileSync(plain, "utf8"), /^# mage report/);
+    await assert.rejects(command.run([exp, "--runs", "--results"]), /exclude each other/);
+  });
+});
