@@ -326,13 +326,30 @@ interface Ctx {
   smooth?: number;
   /** Every experiment's games (for the ablation reference and notes). */
   all: readonly ExperimentGame[];
-  seedOnly: Set<string>;
+  /** "experiment: method" → cells whose intervals resample seeds only. */
+  seedOnly: Map<string, Set<string>>;
 }
 
-function noteSeedOnly(ctx: Ctx, m: MethodRuns, cell: CellRef): void {
-  if (!allHaveOutcomes(seedMetrics(m, cell.opponent, cell.seat, "final"))) {
-    ctx.seedOnly.add(`${m.experiment}: ${m.name} (${cellLabel(cell)})`);
-  }
+/** Records (and returns) whether a method's intervals in a cell resample seeds only. */
+function noteSeedOnly(
+  ctx: Ctx,
+  m: MethodRuns,
+  cell: CellRef,
+  source: "final" | "scaling" = "final",
+): boolean {
+  if (allHaveOutcomes(seedMetrics(m, cell.opponent, cell.seat, source))) return false;
+  const key = `${m.experiment}: ${m.name}`;
+  const set = ctx.seedOnly.get(key) ?? new Set<string>();
+  set.add(cellLabel(cell));
+  ctx.seedOnly.set(key, set);
+  return true;
+}
+
+/** The note under a table whose intervals for some methods resample seeds only. */
+function seedOnlyNote(names: readonly string[]): string {
+  return names.length === 0
+    ? ""
+    : `\n\n_Intervals of ${names.join(", ")} resample seeds only: ${names.length === 1 ? "its" : "their"} summaries carry no outcome histograms, so trials within seeds are not resampled._`;
 }
 
 function methodTable(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
@@ -360,8 +377,8 @@ function methodTable(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
         "in-trial gain",
         "wall-clock per run",
       ];
+  const seedsOnly = present.filter((m) => noteSeedOnly(ctx, m, cell)).map((m) => m.name);
   const rows = present.map((m) => {
-    noteSeedOnly(ctx, m, cell);
     const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat), kind);
     const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
     const wall = formatDuration(mean(m.runs.map((r) => wallOf(r.summary))));
@@ -385,7 +402,7 @@ function methodTable(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
           wall,
         ];
   });
-  return table(head, rows);
+  return table(head, rows) + seedOnlyNote(seedsOnly);
 }
 
 function perAttemptBars(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
@@ -434,9 +451,11 @@ function differenceTable(
   const K = Math.min(3, methodAttempts(mage));
   const stats = DIFF_STATS(K, eg.game);
   const rows: string[][] = [];
+  const seedsOnly: string[] = [];
   for (const b of others) {
     const d = stats.map((s) => pairedDifference(ctx.bs, mage, b, cell, s.stat));
     if (!d.some((x) => Number.isFinite(x.mean))) continue;
+    if (d.some((x) => Number.isFinite(x.mean) && !x.trials)) seedsOnly.push(`${MAGE} − ${b.name}`);
     rows.push([
       `${MAGE} − ${b.name}`,
       String(d[0].seeds.length),
@@ -444,7 +463,7 @@ function differenceTable(
     ]);
   }
   if (rows.length === 0) return null;
-  return table(["difference", "paired seeds", ...stats.map((s) => s.label)], rows);
+  return table(["difference", "paired seeds", ...stats.map((s) => s.label)], rows) + seedOnlyNote(seedsOnly);
 }
 
 function autoWindow(iterations: number): number {
@@ -562,6 +581,7 @@ function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
   );
   for (const cell of cells) {
     const present = methods.filter((m) => seedMetrics(m, cell.opponent, cell.seat, "scaling").length > 0);
+    const seedsOnly = present.filter((m) => noteSeedOnly(ctx, m, cell, "scaling")).map((m) => m.name);
     const rows = present.map((m) => {
       const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat, "scaling"), kind);
       const val = (stat: string, kind: Kind) => {
@@ -590,7 +610,7 @@ function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
           `${sn} gain ${Kt + 1}–${Ks}`,
         ],
         rows,
-      ),
+      ) + seedOnlyNote(seedsOnly),
       "",
     );
     const mage = findMethod(present, MAGE);
@@ -667,11 +687,12 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
   const sn = scoreName(eg.game);
   for (const cell of cells) {
     const rows: string[][] = [];
+    const seedsOnly: string[] = [];
     const list = mage ? [mage, ...variants] : variants;
     for (const m of list) {
       const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
       if (n === 0) continue;
-      noteSeedOnly(ctx, m, cell);
+      if (noteSeedOnly(ctx, m, cell)) seedsOnly.push(m.name);
       const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat), kind);
       const d = (stat: string, kind: Kind) =>
         mage && m !== mage ? est(pairedDifference(ctx.bs, m, mage, cell, stat), kind, true) : DASH;
@@ -693,7 +714,7 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
       table(
         ["method", "seeds", `${sn}@1`, "final", "in-trial gain", `Δ ${sn}@1`, "Δ final", "Δ in-trial gain"],
         rows,
-      ),
+      ) + seedOnlyNote(seedsOnly),
       "",
     );
   }
@@ -885,7 +906,7 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
     out,
     linkOf: o.linkOf ?? ((p) => p),
     all,
-    seedOnly: new Set(),
+    seedOnly: new Map(),
     ...(o.smooth !== undefined ? { smooth: o.smooth } : {}),
   };
   const games = new Set(all.map((g) => g.game));
@@ -910,7 +931,8 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
   }
   const notes = [
     ...[...ctx.seedOnly].map(
-      (s) => `${s}: the summaries carry no outcome histogram, so only the seeds were resampled (no trials).`,
+      ([k, cells]) =>
+        `${k}: no outcome histograms in its summaries (${cells.size} cell${cells.size === 1 ? "" : "s"}), so its intervals resample seeds only.`,
     ),
     ...(o.notes ?? []),
   ];

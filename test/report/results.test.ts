@@ -315,6 +315,24 @@ describe("results document", () => {
     }
   });
 
+  it("says so under a table when a method's summaries carry no outcome histograms", () => {
+    const e = experimentOf("kuhn-main", {
+      mage: { gain: 0.12, final: 0.01 },
+      grpo: { gain: 0, final: -0.1 },
+    });
+    for (const r of e.runs) {
+      if (r.summary.name !== "grpo") continue;
+      for (const c of r.summary.finalEval!.cells) delete c.metrics.outcomes;
+    }
+    const md = buildResults([e], { plotsLink: "." }).markdown;
+    assert.match(md, /_Intervals of grpo resample seeds only/);
+    assert.match(md, /_Intervals of mage − grpo resample seeds only/);
+    assert.match(md, /MAGE − grpo .*\(3 seeds, seeds only\)/);
+    assert.match(md, /- kuhn-main: grpo: no outcome histograms in its summaries \(1 cell\)/);
+    assert.ok(!md.includes("_Intervals of mage resample"), "mage keeps its trial resampling");
+    assert.ok(!md.includes("NaN"));
+  });
+
   it("shows scaling, diversity and ablation tables when the data exist", () => {
     const main = experimentOf(
       "kuhn-main",
