@@ -50,6 +50,8 @@ export interface DiversityCell {
   entropyBits: number;
   firstActionEntropyBits?: number;
   distribution?: Record<string, number>;
+  /** Share of games with an invalid answer. */
+  invalidRate?: number;
 }
 
 /** One diversity measurement (`mage diversity`). */
@@ -64,6 +66,10 @@ export interface DiversityFile {
   samples?: number;
   cells: DiversityCell[];
   meanEntropyBits: number;
+  /** Mean entropy of the first action alone (from the summary, else the cells). */
+  meanFirstActionEntropyBits?: number;
+  /** Mean of the cells' invalid-answer rates, when they carry one. */
+  invalidRate?: number;
   bySeat: { first?: number; second?: number };
 }
 
@@ -132,6 +138,7 @@ function toDiversity(path: string, d: Record<string, unknown>): DiversityFile | 
       ...(finite(o.firstActionEntropyBits) !== undefined
         ? { firstActionEntropyBits: finite(o.firstActionEntropyBits) }
         : {}),
+      ...(finite(o.invalidRate) !== undefined ? { invalidRate: finite(o.invalidRate) } : {}),
     });
   }
   const summary = (d.summary ?? {}) as Record<string, unknown>;
@@ -147,6 +154,13 @@ function toDiversity(path: string, d: Record<string, unknown>): DiversityFile | 
     const list = cells.filter((c) => c.seat === seat);
     return list.length > 0 ? list.reduce((a, c) => a + c.entropyBits, 0) / list.length : undefined;
   };
+  const meanOf = (xs: (number | undefined)[]) => {
+    const ok = xs.filter((x): x is number => x !== undefined);
+    return ok.length > 0 ? ok.reduce((a, b) => a + b, 0) / ok.length : undefined;
+  };
+  const firstAction =
+    finite(summary.meanFirstActionEntropyBits) ?? meanOf(cells.map((c) => c.firstActionEntropyBits));
+  const invalid = meanOf(cells.map((c) => c.invalidRate));
   const first = seatMean("first");
   const second = seatMean("second");
   return {
@@ -159,6 +173,8 @@ function toDiversity(path: string, d: Record<string, unknown>): DiversityFile | 
     ...(finite(d.samples) !== undefined ? { samples: finite(d.samples) } : {}),
     cells,
     meanEntropyBits: mean,
+    ...(firstAction !== undefined ? { meanFirstActionEntropyBits: firstAction } : {}),
+    ...(invalid !== undefined ? { invalidRate: invalid } : {}),
     bySeat: { ...(first !== undefined ? { first } : {}), ...(second !== undefined ? { second } : {}) },
   };
 }

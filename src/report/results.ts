@@ -764,14 +764,31 @@ function diversitySection(ctx: Ctx, files: readonly DiversityFile[], game: strin
       range(list.map((d) => d.meanEntropyBits)),
       range(list.map((d) => d.bySeat.first ?? Number.NaN)),
       range(list.map((d) => d.bySeat.second ?? Number.NaN)),
+      range(list.map((d) => d.meanFirstActionEntropyBits ?? Number.NaN)),
+      list.some((d) => d.invalidRate !== undefined)
+        ? formatPercent(mean(list.map((d) => d.invalidRate ?? Number.NaN)))
+        : DASH,
       samples.length > 0 ? samples.join(", ") : DASH,
     ];
   });
   ctx.out.push(
-    "Entropy (bits) of the distribution of attempt-1 action sequences, per card and seat, averaged; " +
-      "mean over seeds [min, max over seeds].",
+    "Entropy (bits) of the distribution of attempt-1 action sequences (one attempt, no reflection, " +
+      "temperature 1), per task cell (Kuhn: seat × card), averaged over cells; mean over seeds [min, max over seeds]. " +
+      "A policy writing only malformed answers also reads 0 bits: see the invalid-answer column.",
     "",
-    table(["policy", "seeds", "mean entropy", "agent first", "agent second", "samples per task"], rows),
+    table(
+      [
+        "policy",
+        "seeds",
+        "mean entropy",
+        "agent first",
+        "agent second",
+        "first action only",
+        "invalid answers",
+        "samples per task",
+      ],
+      rows,
+    ),
     "",
   );
 }

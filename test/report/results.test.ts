@@ -240,6 +240,7 @@ describe("results document", () => {
           entropyBits: 0.5,
           firstActionEntropyBits: 0.5,
           distribution: {},
+          invalidRate: 0.1,
         },
       ],
       summary: { meanEntropyBits: mean, bySeat: { first: 1.5, second: 0.5 } },
@@ -268,6 +269,8 @@ describe("results document", () => {
         ["pretrained", 0, 1.4],
       ],
     );
+    assert.equal(e.diversity[0].meanFirstActionEntropyBits, 0.75, "first-action entropy from the cells");
+    assert.equal(e.diversity[0].invalidRate, 0.1, "invalid rate over the cells that carry one");
     assert.equal(notes.length, 1);
     assert.match(notes[0], /notes\.json/);
 
