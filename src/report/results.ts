@@ -520,13 +520,15 @@ function trainingCurves(ctx: Ctx, eg: ExperimentGame): void {
   ];
   if (!scoreFirst(eg.game)) fams.reverse();
   const images: string[] = [];
+  // With more than two methods the seed spread would bury the lines: means only.
+  const spread = methods.length <= 2;
   for (const o of opponents) {
     for (const f of fams) {
       const series: LineSeries[] = methods
         .map((m) => ({
           name: m.runs.length > 1 ? `${m.name} (${m.runs.length} seeds)` : m.name,
           color: PALETTE[eg.methods.indexOf(m) % PALETTE.length],
-          points: historyCurve(m, `${f.prefix}${o}`, window),
+          points: historyCurve(m, `${f.prefix}${o}`, window).map((p) => (spread ? p : { x: p.x, y: p.y })),
         }))
         .filter((s) => s.points.some((p) => Number.isFinite(p.y)));
       if (series.length === 0) continue;
@@ -534,8 +536,8 @@ function trainingCurves(ctx: Ctx, eg: ExperimentGame): void {
         ctx.plots.add(
           [eg.experiment.name, eg.game, "train", f.prefix.replace("/", ""), o],
           lineChart({
-            title: `${f.label} vs ${o} over training — ${gameTitle(eg.game)}`,
-            subtitle: `${eg.experiment.name}: training rollouts, mean over seeds (min–max shaded)${window > 1 ? `, moving average over ${window}` : ""}`,
+            title: `${f.label} vs ${o} over training`,
+            subtitle: `${eg.experiment.name}: training rollouts, mean over seeds${spread ? " (min–max shaded)" : ""}${window > 1 ? `, moving average over ${window}` : ""}`,
             x: { label: "iteration", integer: true },
             y: f.percent
               ? { label: f.label, percent: true, min: 0, max: 1 }
@@ -648,7 +650,7 @@ function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
         ctx.plots.add(
           [eg.experiment.name, eg.game, "scaling", f.prefix.replace("@", ""), cell.opponent, cell.seat],
           lineChart({
-            title: `Test-time scaling: ${f.label} — ${gameTitle(eg.game)}, ${cellLabel(cell)}`,
+            title: `Test-time scaling: ${f.label}, ${cellLabel(cell)}`,
             subtitle: `${eg.experiment.name}: trained with ${Kt} attempts, evaluated with ${Ks}; 95% intervals`,
             x: { label: "attempts k", integer: true, min: 1, max: Ks },
             y: f.percent
