@@ -106,6 +106,10 @@ function est(e: BootstrapEstimate, kind: Kind, signal = false): string {
   return signal && (e.lo > 1e-9 || e.hi < -1e-9) ? `**${text}**` : text;
 }
 
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function mean(xs: readonly number[]): number {
   const ok = xs.filter(Number.isFinite);
   return ok.length > 0 ? ok.reduce((a, b) => a + b, 0) / ok.length : Number.NaN;
@@ -932,7 +936,10 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
   out.push(`# ${o.title ?? "mage results"}`, "");
   out.push(
     `Rebuilt by \`mage report\` from the committed run summaries of ${experiments.length} experiment${experiments.length === 1 ? "" : "s"} ` +
-      `(${experiments.reduce((a, e) => a + e.runs.length, 0)} runs). Kuhn scores are chips per deal (3 decimals), rates are percentages.`,
+      `(${plural(
+        experiments.reduce((a, e) => a + e.runs.length, 0),
+        "run",
+      )}). Kuhn scores are chips per deal (3 decimals), rates are percentages.`,
     "",
   );
   reproduceSection(experiments, o, out);

@@ -187,6 +187,19 @@ describe("results targets are computed from the data", () => {
       ]);
     assert.equal(verdict(make(0.12), /test-time scaling.*vs grpo/).verdict, "met");
     assert.equal(verdict(make(0.05), /test-time scaling.*vs grpo/).verdict, "missed");
+    const flat = verdict(
+      targets([
+        experimentOf(
+          "main",
+          { mage: { gain: 0.1, final: 0, scaling: 0 }, grpo: { gain: 0, final: 0, scaling: 0 } },
+          { scaling: true },
+        ),
+      ]),
+      /test-time scaling.*vs grpo/,
+    );
+    assert.equal(flat.verdict, "missed");
+    assert.match(flat.note ?? "", /success cannot grow here/);
+    assert.match(flat.measured, /chips@5 − @3: MAGE − grpo/);
   });
 
   it("without data every target says not run", () => {
