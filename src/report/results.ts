@@ -165,9 +165,9 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
     );
   }
   out.push(
-    "`mage experiment` runs the grid (methods × seeds; resumable: an interrupted grid picks up where it stopped) " +
-      "and commits nothing itself; each finished run leaves its summary under `docs/results/experiments/<experiment>/`. " +
-      "This document is rebuilt from those summaries alone.",
+    "`mage experiment` runs the grid (methods × seeds, all methods of a seed from one pretrained base model; " +
+      "resumable: an interrupted grid picks up where it stopped) and copies each finished run's summary to " +
+      "`docs/results/experiments/<experiment>/<method>-s<seed>.json`. This document is rebuilt from those summaries alone.",
     "",
   );
 
