@@ -69,7 +69,7 @@ interface Job {
   args: string[] | (() => string[] | null);
   logFile: string;
   deps: Job[];
-  state: "pending" | "running" | "done" | "failed" | "blocked";
+  state: "pending" | "running" | "done" | "failed" | "blocked" | "stopped";
   run?: PlannedRun;
   pretrain?: PlannedPretrain;
   started?: number;
@@ -338,7 +338,10 @@ async function runLocked(
         job.seconds = (performance.now() - job.started!) / 1000;
         job.child = undefined;
         const ok = code === 0;
-        if (job.kind === "diversity") {
+        if (!ok && stopped) {
+          job.state = "stopped";
+          if (job.run) recordOf(job.run).status = "pending";
+        } else if (job.kind === "diversity") {
           job.state = ok ? "done" : "failed";
         } else if (job.kind === "pretrain" && job.pretrain) {
           job.state = ok ? "done" : "failed";
@@ -353,7 +356,7 @@ async function runLocked(
             rec.wallSeconds = JSON.parse(readFileSync(summary, "utf8")).wallSeconds ?? job.seconds;
           } else {
             job.state = "failed";
-            rec.status = stopped ? "pending" : "failed";
+            rec.status = "failed";
           }
         }
         const what = job.state === "done" ? "done" : stopped ? "stopped" : `FAILED (exit ${code ?? signal})`;
@@ -402,7 +405,9 @@ async function runLocked(
         }
       }
       while (!stopped && running.size < jobsAtOnce) {
-        const next = jobs.find((j) => j.state === "pending" && j.deps.every((d) => d.state === "done"));
+        // Quick measurements first, so results land as soon as their run does.
+        const ready = jobs.filter((j) => j.state === "pending" && j.deps.every((d) => d.state === "done"));
+        const next = ready.find((j) => j.kind === "diversity") ?? ready[0];
         if (!next) break;
         const p = start(next).then(() => {
           running.delete(p);
@@ -417,7 +422,9 @@ async function runLocked(
     if (timer) clearInterval(timer);
   }
   await saveRecord();
-  const failedMeasures = jobs.filter((j) => j.kind === "diversity" && j.state !== "done").length;
+  const failedMeasures = jobs.filter(
+    (j) => j.kind === "diversity" && (j.state === "failed" || j.state === "blocked"),
+  ).length;
   const failed =
     records.filter((r) => r.status === "failed" || r.status === "blocked").length + failedMeasures;
   const done = records.filter((r) => r.status === "done" || r.status === "skipped").length;
