@@ -246,7 +246,9 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
       "intervals of a hierarchical bootstrap (2,000 replicates, seeded): the seeds are resampled with " +
       "replacement, then each drawn seed's trials are resampled from its outcome histogram (a multinomial " +
       "draw). Differences A − B are paired: every replicate draws the seeds once and uses them for both " +
-      "methods (the seeds share one pretrained base model). Bold differences have an interval that excludes 0. " +
+      "methods (the seeds share one pretrained base model). Within a seed the two methods' trials are redrawn " +
+      "independently: every method plays the same held-out deals, but a histogram does not say which trial had which deal, " +
+      "so the pairing of trials is lost and differences err on the wide side. Bold differences have an interval that excludes 0. " +
       "Where a summary lacks its outcome histogram, only the seeds are resampled (said where it happens). " +
       "Every number is a claim about the method at small scale: the model is thousands of times smaller than the paper's.",
     "",
