@@ -252,6 +252,9 @@ export class Sampler {
   private proj = new Float32Array(0);
   private gate = new Float32Array(0);
   private up = new Float32Array(0);
+  /** Scratch of the kernel set's fused SwiGLU and RMSNorm (sigmoids, inverse RMS). */
+  private sig = new Float32Array(0);
+  private rstd = new Float32Array(0);
   private scores = new Float32Array(0);
   /** One head's attention output, accumulated in float64. */
   private readonly headAcc: Float64Array;
@@ -585,6 +588,8 @@ export class Sampler {
     this.proj = new Float32Array(cap * d);
     this.gate = new Float32Array(cap * c.dFf);
     this.up = new Float32Array(cap * c.dFf);
+    this.sig = new Float32Array(cap * c.dFf);
+    this.rstd = new Float32Array(cap);
     this.gathered = new Float32Array(cap * d);
     this.logits = new Float32Array(cap * c.vocabSize);
   }
@@ -604,6 +609,11 @@ export class Sampler {
   private rmsNorm(n: number, x: Float32Array, w: Float32Array, y: Float32Array, yRow?: Int32Array): void {
     const d = this.config.dModel;
     const eps = this.config.normEps;
+    const ops = this.kernels.ops;
+    if (ops && !yRow) {
+      ops.rmsNormForward(x, w, y, this.rstd, n, d, eps);
+      return;
+    }
     for (let r = 0; r < n; r++) {
       const dst = yRow ? yRow[r] : r;
       if (dst < 0) continue;
@@ -694,10 +704,12 @@ export class Sampler {
       this.rmsNorm(n, x, L.ffnNorm, xn);
       this.linear(n, xn, L.gate, d, c.dFf, gate);
       this.linear(n, xn, L.up, d, c.dFf, up);
-      for (let i = 0, e = n * c.dFf; i < e; i++) {
-        const g = gate[i];
-        gate[i] = (g / (1 + Math.exp(-g))) * up[i];
-      }
+      if (this.kernels.ops) this.kernels.ops.swigluForward(gate, up, this.sig, gate, n * c.dFf);
+      else
+        for (let i = 0, e = n * c.dFf; i < e; i++) {
+          const g = gate[i];
+          gate[i] = (g / (1 + Math.exp(-g))) * up[i];
+        }
       this.linear(n, gate, L.down, c.dFf, d, proj);
       for (let i = 0, e = n * d; i < e; i++) x[i] += proj[i];
     }
