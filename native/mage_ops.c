@@ -17,6 +17,9 @@
  *   sumSquares(a) -> number  (float64 accumulation)
  *   attendDecode(q, qOff, K, V, kvOff, headStride, len, nHeads, headDim, scale, out, outOff, scratch)
  *                           one query row against a head-major KV cache (the sampler's decode step)
+ *   causalSoftmax(s, rows, len, first)
+ *                           in place on rows × len scores: row i keeps its first (first + i) entries,
+ *                           softmaxed, and zeroes the rest (the sampler's prefill block)
  *
  * Every typed array is checked for type and length against the sizes the call addresses, so a
  * bad call throws instead of touching memory outside the arrays. exp is a polynomial
@@ -236,6 +239,25 @@ HOT static void adamw_update(float *p, const float *g, float *m, float *v, int64
 
 /* One query row (nHeads × headDim at q) against positions [0, len) of a head-major cache:
  * head h's keys are the len × headDim matrix at K + h·headStride (values likewise). */
+HOT static void causal_softmax_block(float *s, int rows, int len, int first) {
+  for (int i = 0; i < rows; i++) {
+    float *r = s + (int64_t)i * len;
+    const int visible = first + i;
+    float mx = -INFINITY;
+    for (int j = 0; j < visible; j++) mx = r[j] > mx ? r[j] : mx;
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < visible; j++) {
+      const float e = exp_f(r[j] - mx);
+      r[j] = e;
+      sum += e;
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int j = 0; j < visible; j++) r[j] *= inv;
+    for (int j = visible; j < len; j++) r[j] = 0;
+  }
+}
+
 HOT static void attend_decode(const float *q, const float *K, const float *V, int64_t headStride, int len, int H,
                               int hd, float scale, float *out, float *s) {
   for (int h = 0; h < H; h++) {
@@ -590,6 +612,19 @@ static napi_value attend_decode_js(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static napi_value causal_softmax_js(napi_env env, napi_callback_info info) {
+  Args a;
+  if (!args(env, info, "causalSoftmax", 4, &a)) return NULL;
+  int rows = i32(&a, 1, 0), len = i32(&a, 2, 1), first = i32(&a, 3, 1);
+  if (a.ok && first + rows - 1 > len) fail(&a, 3, "first + rows - 1 exceeds len");
+  float *s = F32(0, (int64_t)rows * len);
+  if (!a.ok) return NULL;
+  FpMode fp = fp_fast();
+  causal_softmax_block(s, rows, len, first);
+  fp_restore(fp);
+  return NULL;
+}
+
 napi_status mage_ops_register(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"rmsNormForward", NULL, rms_norm_forward_js, NULL, NULL, NULL, napi_default, NULL},
@@ -604,6 +639,7 @@ napi_status mage_ops_register(napi_env env, napi_value exports) {
       {"adamw", NULL, adamw_js, NULL, NULL, NULL, napi_default, NULL},
       {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_default, NULL},
       {"attendDecode", NULL, attend_decode_js, NULL, NULL, NULL, napi_default, NULL},
+      {"causalSoftmax", NULL, causal_softmax_js, NULL, NULL, NULL, napi_default, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
 }

@@ -852,21 +852,23 @@ export class Sampler {
         0,
         len,
       );
-      for (let i = 0; i < m; i++) {
-        const so = i * len;
-        const visible = p0 + i + 1;
-        let max = Number.NEGATIVE_INFINITY;
-        for (let j = 0; j < visible; j++) if (s[so + j] > max) max = s[so + j];
-        let sum = 0;
-        for (let j = 0; j < visible; j++) {
-          const e = Math.exp(s[so + j] - max);
-          s[so + j] = e;
-          sum += e;
+      if (this.kernels.ops?.causalSoftmax) this.kernels.ops.causalSoftmax(s, m, len, p0 + 1);
+      else
+        for (let i = 0; i < m; i++) {
+          const so = i * len;
+          const visible = p0 + i + 1;
+          let max = Number.NEGATIVE_INFINITY;
+          for (let j = 0; j < visible; j++) if (s[so + j] > max) max = s[so + j];
+          let sum = 0;
+          for (let j = 0; j < visible; j++) {
+            const e = Math.exp(s[so + j] - max);
+            s[so + j] = e;
+            sum += e;
+          }
+          const inv = 1 / sum;
+          for (let j = 0; j < visible; j++) s[so + j] *= inv;
+          s.fill(0, so + visible, so + len);
         }
-        const inv = 1 / sum;
-        for (let j = 0; j < visible; j++) s[so + j] *= inv;
-        s.fill(0, so + visible, so + len);
-      }
       // att[i, head] = Σ_j p[i, j] · v_j
       this.kernels.gemm(
         false,

@@ -189,6 +189,32 @@ describe("native fused ops match the TypeScript ops", { skip }, () => {
     );
   });
 
+  it("causal block softmax matches a direct computation and rejects a block past its row", (t) => {
+    if (!ops?.causalSoftmax) {
+      t.skip("addon built before causalSoftmax; run `npm run build:native`");
+      return;
+    }
+    const rng = Rng.seeded(21);
+    const rows = 5;
+    const len = 11;
+    const first = 7; // row i sees first + i positions: 7..11
+    const s = randn(rng, rows * len, 3);
+    const want = new Float64Array(rows * len);
+    for (let i = 0; i < rows; i++) {
+      const visible = first + i;
+      const row = Array.from(s.subarray(i * len, i * len + visible));
+      const mx = Math.max(...row);
+      const sum = row.reduce((a, x) => a + Math.exp(x - mx), 0);
+      for (let j = 0; j < visible; j++) want[i * len + j] = Math.exp(row[j] - mx) / sum;
+    }
+    ops.causalSoftmax(s, rows, len, first);
+    assert.ok(maxRel(s, want, 1) < 1e-6, "probabilities");
+    for (let i = 0; i < rows; i++)
+      for (let j = first + i; j < len; j++) assert.equal(s[i * len + j], 0, "masked entries are 0");
+    assert.throws(() => ops.causalSoftmax!(s, rows, len, len), RangeError);
+    assert.throws(() => ops.causalSoftmax!(new Float32Array(10), rows, len, first), RangeError);
+  });
+
   it("the sampler decodes the same tokens with and without the fused decode attention", () => {
     const k = (native as { kernels: Kernels }).kernels;
     const config = presetConfig("tiny", { vocabSize: 300, contextLength: 64 });

@@ -97,7 +97,10 @@ const OP_NAMES = [
 /** The addon's fused ops, when it has all of them (the functions need no `this`). */
 function opsOf(addon: Addon): FusedOps | undefined {
   if (!OP_NAMES.every((n) => typeof addon[n] === "function")) return undefined;
-  return Object.fromEntries(OP_NAMES.map((n) => [n, addon[n]])) as unknown as FusedOps;
+  const ops = Object.fromEntries(OP_NAMES.map((n) => [n, addon[n]])) as unknown as FusedOps;
+  // Optional ops: an addon built before they existed still serves the others.
+  if (typeof addon.causalSoftmax === "function") ops.causalSoftmax = addon.causalSoftmax;
+  return ops;
 }
 
 function wrap(addon: Addon, path: string, env: NodeJS.ProcessEnv): NativeKernels {

@@ -194,4 +194,10 @@ export interface FusedOps {
     outOff: number,
     scratch: Float32Array,
   ): void;
+  /**
+   * In place on `rows` × `len` scores: row i keeps its first `first + i` entries, softmaxed, and
+   * the rest become 0 (causal attention of a block of rows whose first sees `first` positions).
+   * Optional: addons built before it existed lack it.
+   */
+  causalSoftmax?(s: Float32Array, rows: number, len: number, first: number): void;
 }
