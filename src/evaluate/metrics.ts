@@ -51,6 +51,12 @@ export interface TrialMetrics {
    * compressed form, so a report can resample trials (e.g. a bootstrap over seeds and trials).
    */
   outcomes?: Record<string, number>;
+  /**
+   * Which pattern each trial had, in trial order (`encodeOutcomeOrder`): with it a report can pair
+   * two methods' trials by deal (trial i of a cell plays the same held-out deal for every method
+   * of a seed). Absent in summaries written before it existed.
+   */
+  outcomeOrder?: string;
 }
 
 /**
@@ -76,6 +82,71 @@ export function trialsFromPatterns(outcomes: Record<string, number>): TrialOutco
     for (let i = 0; i < count; i++) out.push({ opponent: "", seat: "", taskId: key, attempts });
   }
   return out;
+}
+
+/**
+ * `outcomeOrder` encoding. The patterns of `outcomes`, sorted with the default string order
+ * (`Object.keys(outcomes).sort()`, UTF-16 code units), are numbered 0, 1, …; trial i's number is
+ * written in base 36 (0-9a-z), left-padded with "0" to a fixed width, and the codes are concatenated
+ * in trial order. The width is the smallest w ≥ 1 with 36^w ≥ the number of patterns, so it follows
+ * from the histogram alone: one character per trial up to 36 patterns (2,000 trials ≈ 2 KB), two up
+ * to 1,296, and so on. A decoder checks the length (trials × width) and that the codes reproduce
+ * the histogram's counts.
+ */
+export function outcomeOrderWidth(patterns: number): number {
+  let w = 1;
+  for (let cap = 36; cap < patterns; cap *= 36) w++;
+  return w;
+}
+
+/** The `outcomeOrder` of trials whose patterns (in trial order) are `patterns`; see `outcomeOrderWidth`. */
+export function encodeOutcomeOrder(patterns: readonly string[]): string {
+  const keys = [...new Set(patterns)].sort();
+  const w = outcomeOrderWidth(keys.length);
+  const code = new Map(keys.map((k, i) => [k, i.toString(36).padStart(w, "0")]));
+  let out = "";
+  for (const p of patterns) out += code.get(p)!;
+  return out;
+}
+
+/**
+ * The trials of `outcomeOrder` as indices into `patterns` (the sorted keys of `outcomes`), in
+ * trial order; null when either field is missing. Throws when the two disagree (wrong length, a
+ * bad code, or counts that differ from the histogram).
+ */
+export function decodeOutcomeOrder(m: {
+  outcomes?: Record<string, number>;
+  outcomeOrder?: string;
+}): { patterns: string[]; order: Int32Array } | null {
+  if (m.outcomes === undefined || m.outcomeOrder === undefined) return null;
+  const patterns = Object.keys(m.outcomes).sort();
+  const w = outcomeOrderWidth(patterns.length);
+  const text = m.outcomeOrder;
+  const n = patterns.reduce((a, p) => a + m.outcomes![p], 0);
+  if (text.length !== n * w) {
+    throw new Error(
+      `outcomeOrder has ${text.length} characters; ${n} trials of ${patterns.length} patterns need ${n * w}`,
+    );
+  }
+  const order = new Int32Array(n);
+  const counts = new Array<number>(patterns.length).fill(0);
+  for (let i = 0; i < n; i++) {
+    const code = text.slice(i * w, (i + 1) * w);
+    const j = /^[0-9a-z]+$/.test(code) ? Number.parseInt(code, 36) : -1;
+    if (!(j >= 0 && j < patterns.length)) {
+      throw new Error(`outcomeOrder: trial ${i} has code "${code}", not one of ${patterns.length} patterns`);
+    }
+    order[i] = j;
+    counts[j]++;
+  }
+  patterns.forEach((p, j) => {
+    if (counts[j] !== m.outcomes![p]) {
+      throw new Error(
+        `outcomeOrder: pattern "${p}" occurs ${counts[j]} times, the histogram says ${m.outcomes![p]}`,
+      );
+    }
+  });
+  return { patterns, order };
 }
 
 /** The attempt that counts as "attempt k" (1-based), carrying the last played one forward. */
@@ -120,6 +191,7 @@ export function bootstrapMean(values: readonly number[], seed = 0, resamples = 2
   return { mean, lo: means[Math.floor(0.025 * resamples)], hi: means[Math.ceil(0.975 * resamples) - 1], n };
 }
 
+/** The measures of `trials`, given in trial order (`outcomeOrder` keeps that order). */
 export function computeTrialMetrics(
   trials: readonly TrialOutcome[],
   attempts: number,
@@ -131,9 +203,11 @@ export function computeTrialMetrics(
   let turns = 0;
   let played = 0;
   const outcomes: Record<string, number> = {};
+  const order: string[] = [];
   for (const t of trials) {
     const key = outcomePattern(t);
     outcomes[key] = (outcomes[key] ?? 0) + 1;
+    order.push(key);
     played += t.attempts.length;
     for (const a of t.attempts) {
       invalid += a.invalidActions;
@@ -151,6 +225,7 @@ export function computeTrialMetrics(
     invalidRate: turns > 0 ? invalid / turns : 0,
     meanAttemptsPlayed: trials.length > 0 ? played / trials.length : 0,
     outcomes,
+    outcomeOrder: encodeOutcomeOrder(order),
   };
 }
 

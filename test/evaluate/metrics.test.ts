@@ -4,9 +4,12 @@ import {
   type AttemptOutcome,
   bootstrapMean,
   computeTrialMetrics,
+  decodeOutcomeOrder,
+  encodeOutcomeOrder,
   inTrialGain,
   metricsByOpponent,
   nonLossAt,
+  outcomeOrderWidth,
   outcomePattern,
   scoreAt,
   successAt,
@@ -104,5 +107,81 @@ describe("trial metrics", () => {
     const b = bootstrapMean(big);
     assert.ok(b.hi - b.lo < s.hi - s.lo);
     assert.ok(b.lo < 0 && b.hi > 0);
+  });
+});
+
+describe("outcomeOrder: the trials' patterns in trial order", () => {
+  it("computeTrialMetrics records each trial's pattern in the order the trials came", () => {
+    const trials = [
+      trial(A(2)),
+      trial(A(-1), A(-2), A(1)),
+      trial(A(0), A(0), A(-1)),
+      trial(A(2)),
+      trial(A(-1), A(-2), A(1)),
+    ];
+    const m = computeTrialMetrics(trials, 3);
+    // Sorted keys: "D0 D0 L-1" (0), "L-1 L-2 W1" (1), "W2" (2).
+    assert.equal(m.outcomeOrder, "21021");
+    const d = decodeOutcomeOrder(m)!;
+    assert.deepEqual(d.patterns, ["D0 D0 L-1", "L-1 L-2 W1", "W2"]);
+    assert.deepEqual(
+      [...d.order].map((j) => d.patterns[j]),
+      trials.map(outcomePattern),
+    );
+    // Reversing the trials reverses the record, not the histogram.
+    const r = computeTrialMetrics([...trials].reverse(), 3);
+    assert.deepEqual(r.outcomes, m.outcomes);
+    assert.equal(r.outcomeOrder, "12012");
+  });
+
+  it("the width grows past 36 patterns, and round-trips at every width", () => {
+    assert.equal(outcomeOrderWidth(0), 1);
+    assert.equal(outcomeOrderWidth(36), 1);
+    assert.equal(outcomeOrderWidth(37), 2);
+    assert.equal(outcomeOrderWidth(1296), 2);
+    assert.equal(outcomeOrderWidth(1297), 3);
+    for (const distinct of [1, 36, 37, 1300]) {
+      // Trials of `distinct` different scores, in a scrambled order, each score at least once.
+      const n = distinct + 50;
+      const trials = Array.from({ length: n }, (_, i) => trial(A(((i * 7919) % n) % distinct)));
+      const m = computeTrialMetrics(trials, 1);
+      assert.equal(Object.keys(m.outcomes!).length, distinct);
+      assert.equal(m.outcomeOrder!.length, n * outcomeOrderWidth(distinct));
+      const d = decodeOutcomeOrder(m)!;
+      assert.deepEqual(
+        [...d.order].map((j) => d.patterns[j]),
+        trials.map(outcomePattern),
+      );
+    }
+  });
+
+  it("2,000 trials of a few patterns cost 2,000 characters", () => {
+    const trials = Array.from({ length: 2000 }, (_, i) => trial(A(i % 3 === 0 ? 2 : -1)));
+    assert.equal(encodeOutcomeOrder(trials.map(outcomePattern)).length, 2000);
+  });
+
+  it("decoding gives null without the record and refuses one that contradicts the histogram", () => {
+    assert.equal(decodeOutcomeOrder({ outcomes: { W1: 2 } }), null);
+    assert.equal(decodeOutcomeOrder({ outcomeOrder: "00" }), null);
+    assert.deepEqual(
+      [...decodeOutcomeOrder({ outcomes: { W1: 2, "L-1": 1 }, outcomeOrder: "101" })!.order],
+      [1, 0, 1],
+    );
+    assert.throws(
+      () => decodeOutcomeOrder({ outcomes: { W1: 2, "L-1": 1 }, outcomeOrder: "10" }),
+      /3 trials/,
+    );
+    assert.throws(
+      () => decodeOutcomeOrder({ outcomes: { W1: 2, "L-1": 1 }, outcomeOrder: "102" }),
+      /code "2"/,
+    );
+    assert.throws(
+      () => decodeOutcomeOrder({ outcomes: { W1: 2, "L-1": 1 }, outcomeOrder: "100" }),
+      /occurs 2 times/,
+    );
+    assert.throws(
+      () => decodeOutcomeOrder({ outcomes: { W1: 2, "L-1": 1 }, outcomeOrder: "1-1" }),
+      /code "-"/,
+    );
   });
 });
