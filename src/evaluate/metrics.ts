@@ -131,9 +131,15 @@ export function decodeOutcomeOrder(m: {
   const order = new Int32Array(n);
   const counts = new Array<number>(patterns.length).fill(0);
   for (let i = 0; i < n; i++) {
-    const code = text.slice(i * w, (i + 1) * w);
-    const j = /^[0-9a-z]+$/.test(code) ? Number.parseInt(code, 36) : -1;
+    let j = 0;
+    for (let c = i * w; c < (i + 1) * w; c++) {
+      const x = text.charCodeAt(c);
+      // 0-9 → 0..9, a-z → 10..35, anything else → invalid.
+      const digit = x >= 48 && x <= 57 ? x - 48 : x >= 97 && x <= 122 ? x - 87 : -1;
+      j = digit < 0 || j < 0 ? -1 : j * 36 + digit;
+    }
     if (!(j >= 0 && j < patterns.length)) {
+      const code = text.slice(i * w, (i + 1) * w);
       throw new Error(`outcomeOrder: trial ${i} has code "${code}", not one of ${patterns.length} patterns`);
     }
     order[i] = j;

@@ -1,5 +1,6 @@
 import { Rng } from "../core/rng.js";
 import {
+  decodeOutcomeOrder,
   nonLossAt,
   scoreAt,
   successAt,
@@ -30,6 +31,16 @@ import {
  * so identical data always give identical resamples: a method compared with itself gives exactly 0
  * with a zero-width interval. When any seed lacks its `outcomes` histogram, only the seeds are
  * resampled (each seed's metric is its stored mean) and the result says so (`trials: false`).
+ *
+ * Trial pairing. Trial i of a cell plays the same held-out deal for every method of a seed, and
+ * `outcomeOrder` records each trial's pattern in trial order. When both sides of a difference
+ * have it for a seed, with the same trial count, that seed's trials are paired by deal: a
+ * replicate draws trial INDICES once and takes both methods' trials at them. Drawing n indices with
+ * replacement is, in distribution, a multinomial draw of the seed's JOINT histogram
+ * ((A's pattern, B's pattern) → count), which is how it is done: one bank of `resamples` joint
+ * draws per (seed, joint histogram), holding metric(A's drawn trials) − metric(B's), taken at the
+ * replicate's row position like the unpaired banks. Other seeds of the same difference keep the
+ * independent draws above; `trialPairedSeeds` lists the paired ones.
  */
 
 export interface SeedMetrics {
@@ -55,6 +66,11 @@ export interface BootstrapEstimate {
   seeds: number[];
   /** True when trials within seeds were resampled; false: seeds only (some `outcomes` missing). */
   trials: boolean;
+  /**
+   * The seeds (ascending) whose trials were paired by deal in a difference (both sides carry
+   * `outcomeOrder` with the same trial count); empty for a single method's estimate.
+   */
+  trialPairedSeeds: number[];
 }
 
 /** A per-seed metric: `score@k` (chips@k), `success@k`, `nonloss@k`, `final`, `gain`. */
@@ -292,6 +308,9 @@ export class HierarchicalBootstrap {
   readonly confidence: number;
   private readonly root: Rng;
   private readonly banks = new Map<string, Bank>();
+  private readonly jointBanks = new Map<string, Bank>();
+  /** Decoded `outcomeOrder` per metrics object (null: none). */
+  private decoded = new WeakMap<TrialMetrics, { patterns: string[]; order: Int32Array } | null>();
 
   constructor(o: BootstrapOptions = {}) {
     this.resamples = o.resamples ?? 2000;
@@ -305,6 +324,93 @@ export class HierarchicalBootstrap {
   /** Drops the cached banks (memory). */
   clear(): void {
     this.banks.clear();
+    this.jointBanks.clear();
+    this.decoded = new WeakMap();
+  }
+
+  private order(m: TrialMetrics): { patterns: string[]; order: Int32Array } | null {
+    let d = this.decoded.get(m);
+    if (d === undefined) {
+      d = decodeOutcomeOrder(m);
+      this.decoded.set(m, d);
+    }
+    return d;
+  }
+
+  /** Whether a seed's trials of A and B can be paired by deal (both orders, same trial count). */
+  private pairable(a: TrialMetrics, b: TrialMetrics): boolean {
+    const da = this.order(a);
+    const db = this.order(b);
+    return da !== null && db !== null && da.order.length > 0 && da.order.length === db.order.length;
+  }
+
+  /**
+   * The bank of a seed's trial-paired differences: `resamples` multinomial draws of the joint
+   * histogram of (A's pattern, B's pattern) over the trials, each row holding metric(A) − metric(B)
+   * of the drawn trials for every metric both sides have.
+   */
+  private jointBank(seed: number, a: TrialMetrics, b: TrialMetrics): Bank {
+    const da = this.order(a)!;
+    const db = this.order(b)!;
+    const n = da.order.length;
+    const PB = db.patterns.length;
+    const jointCount = new Map<number, number>();
+    for (let i = 0; i < n; i++) {
+      const key = da.order[i] * PB + db.order[i];
+      jointCount.set(key, (jointCount.get(key) ?? 0) + 1);
+    }
+    const cells = [...jointCount.keys()].sort((x, y) => x - y);
+    const text = cells
+      .map((c) => `${da.patterns[Math.floor(c / PB)]}\u0001${db.patterns[c % PB]}=${jointCount.get(c)}`)
+      .join(";");
+    const attempts = Math.min(a.attempts, b.attempts);
+    const key = `${seed}|${a.attempts}|${b.attempts}|${text}`;
+    const cached = this.jointBanks.get(key);
+    if (cached) return cached;
+    const names = metricNames(attempts);
+    const F = names.length;
+    const featOf = (pattern: string, m: TrialMetrics) => {
+      const t = trialsFromPatterns({ [pattern]: 1 })[0];
+      return names.map((name) => trialValue(t, name, m.attempts) ?? Number.NaN);
+    };
+    const J = cells.length;
+    const feat = new Float64Array(J * F);
+    const counts = cells.map((c) => jointCount.get(c)!);
+    cells.forEach((c, j) => {
+      const fa = featOf(da.patterns[Math.floor(c / PB)], a);
+      const fb = featOf(db.patterns[c % PB], b);
+      for (let f = 0; f < F; f++) feat[j * F + f] = fa[f] - fb[f];
+    });
+    // The observed difference, summed per side in the same order as the unpaired banks do.
+    const observedOf = (d: { patterns: string[] }, m: TrialMetrics) => {
+      const o = new Float64Array(F);
+      for (const p of d.patterns) {
+        const fp = featOf(p, m);
+        for (let f = 0; f < F; f++) o[f] += (m.outcomes![p] * fp[f]) / n;
+      }
+      return o;
+    };
+    const obsA = observedOf(da, a);
+    const obsB = observedOf(db, b);
+    const observed = new Float64Array(F);
+    for (let f = 0; f < F; f++) observed[f] = obsA[f] - obsB[f];
+    const probs = counts.map((c) => c / n);
+    const rows = this.resamples;
+    const values = new Float64Array(rows * F);
+    const drawn = new Float64Array(J);
+    const rng = this.root.derive("paired-trials", seed, text);
+    for (let r = 0; r < rows; r++) {
+      multinomial(rng, n, probs, drawn);
+      const base = r * F;
+      for (let j = 0; j < J; j++) {
+        const c = drawn[j];
+        if (c === 0) continue;
+        for (let f = 0; f < F; f++) values[base + f] += (c * feat[j * F + f]) / n;
+      }
+    }
+    const bank: Bank = { names, values, rows, observed };
+    this.jointBanks.set(key, bank);
+    return bank;
   }
 
   private bank(seed: number, m: TrialMetrics): Bank {
@@ -384,7 +490,9 @@ export class HierarchicalBootstrap {
       .sort((x, y) => x.seed - y.seed);
     const seeds = usable.map((p) => p.seed);
     const nS = usable.length;
-    if (nS === 0) return { mean: Number.NaN, lo: Number.NaN, hi: Number.NaN, seeds, trials: false };
+    if (nS === 0) {
+      return { mean: Number.NaN, lo: Number.NaN, hi: Number.NaN, seeds, trials: false, trialPairedSeeds: [] };
+    }
     const withTrials = usable.every(
       (p) =>
         p.a.outcomes !== undefined &&
@@ -393,12 +501,7 @@ export class HierarchicalBootstrap {
     );
     // The per-seed values of one side: from the banks (trial resamples) or fixed (seeds only).
     type Side = { rows: (row: number) => number; observed: number };
-    const side = (seed: number, m: TrialMetrics): Side => {
-      if (!withTrials) {
-        const v = seedValue(m, stat);
-        return { rows: () => v, observed: v };
-      }
-      const bank = this.bank(seed, m);
+    const fromBank = (bank: Bank): Side => {
       const F = bank.names.length;
       const fp = bank.names.indexOf(normalName(plus));
       const fm = minus === null ? -1 : bank.names.indexOf(normalName(minus));
@@ -409,7 +512,22 @@ export class HierarchicalBootstrap {
         observed: fm < 0 ? bank.observed[fp] : bank.observed[fp] - bank.observed[fm],
       };
     };
-    const sides = usable.map((p) => ({ a: side(p.seed, p.a), b: p.b === null ? null : side(p.seed, p.b) }));
+    const side = (seed: number, m: TrialMetrics): Side => {
+      if (!withTrials) {
+        const v = seedValue(m, stat);
+        return { rows: () => v, observed: v };
+      }
+      return fromBank(this.bank(seed, m));
+    };
+    const trialPairedSeeds: number[] = [];
+    // A trial-paired seed is one side (its bank already holds A − B) with no B.
+    const sides = usable.map((p) => {
+      if (withTrials && p.b !== null && this.pairable(p.a, p.b)) {
+        trialPairedSeeds.push(p.seed);
+        return { a: fromBank(this.jointBank(p.seed, p.a, p.b)), b: null };
+      }
+      return { a: side(p.seed, p.a), b: p.b === null ? null : side(p.seed, p.b) };
+    });
     const value = (i: number, row: number) => {
       const s = sides[i];
       return s.b === null ? s.a.rows(row) : s.a.rows(row) - s.b.rows(row);
@@ -432,6 +550,6 @@ export class HierarchicalBootstrap {
       reps[r] = s / nS;
     }
     const { lo, hi } = this.interval(reps);
-    return { mean, lo, hi, seeds, trials: withTrials };
+    return { mean, lo, hi, seeds, trials: withTrials, trialPairedSeeds };
   }
 }
