@@ -246,9 +246,11 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
       "intervals of a hierarchical bootstrap (2,000 replicates, seeded): the seeds are resampled with " +
       "replacement, then each drawn seed's trials are resampled from its outcome histogram (a multinomial " +
       "draw). Differences A − B are paired: every replicate draws the seeds once and uses them for both " +
-      "methods (the seeds share one pretrained base model). Within a seed the two methods' trials are redrawn " +
-      "independently: every method plays the same held-out deals, but a histogram does not say which trial had which deal, " +
-      "so the pairing of trials is lost and differences err on the wide side. Bold differences have an interval that excludes 0. " +
+      "methods (the seeds share one pretrained base model). Within a seed every method plays the same held-out deals, " +
+      "and where both summaries record each trial's outcome in trial order the trials are paired by deal too: a replicate " +
+      "draws trial indices once and takes both methods' trials at them. Where a summary lacks that record (written before " +
+      "it existed), the two methods' trials are redrawn independently within the seed and the difference errs on the wide " +
+      "side; the note under each difference table says which differences were paired by deal. Bold differences have an interval that excludes 0. " +
       "Where a summary lacks its outcome histogram, only the seeds are resampled (said where it happens). " +
       "Every number is a claim about the method at small scale: the model is thousands of times smaller than the paper's.",
     "",
@@ -358,6 +360,41 @@ function seedOnlyNote(names: readonly string[]): string {
     : `\n\n_Intervals of ${names.join(", ")} resample seeds only: ${names.length === 1 ? "its" : "their"} summaries carry no outcome histograms, so trials within seeds are not resampled._`;
 }
 
+/**
+ * The note under a table of differences saying which were paired by deal within seeds (trial
+ * pairing, `outcomeOrder`) and which redraw the two methods' trials independently.
+ */
+function trialPairingNote(
+  diffs: readonly { label: string; estimates: readonly BootstrapEstimate[] }[],
+): string {
+  const full: string[] = [];
+  const part: string[] = [];
+  const none: string[] = [];
+  for (const d of diffs) {
+    const ok = d.estimates.filter((e) => Number.isFinite(e.mean) && e.trials);
+    if (ok.length === 0) continue;
+    // The seeds and their pairing are the same for every statistic of a row; take the widest.
+    const e = ok.reduce((a, b) => (b.seeds.length > a.seeds.length ? b : a));
+    const paired = e.trialPairedSeeds.length;
+    if (paired === e.seeds.length) full.push(d.label);
+    else if (paired > 0)
+      part.push(`${d.label} (seeds ${e.trialPairedSeeds.join(", ")} of ${e.seeds.length})`);
+    else none.push(d.label);
+  }
+  if (full.length + part.length + none.length === 0) return "";
+  if (part.length === 0 && none.length === 0) {
+    return `\n\n_Trials paired by deal within every seed in ${full.length === 1 ? "this difference" : "these differences"}._`;
+  }
+  const bits: string[] = [];
+  if (full.length > 0) bits.push(`paired by deal within every seed: ${full.join(", ")}`);
+  if (part.length > 0) bits.push(`paired by deal within some seeds: ${part.join(", ")}`);
+  if (none.length > 0)
+    bits.push(
+      `not paired within seeds (a summary lacks its per-trial order, so trials are redrawn independently and the interval errs wide): ${none.join(", ")}`,
+    );
+  return `\n\n_Trials ${bits.join("; ")}._`;
+}
+
 function methodTable(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
   const game = eg.game;
   const present = eg.methods.filter((m) => seedMetrics(m, cell.opponent, cell.seat, "final").length > 0);
@@ -458,10 +495,12 @@ function differenceTable(
   const stats = DIFF_STATS(K, eg.game);
   const rows: string[][] = [];
   const seedsOnly: string[] = [];
+  const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
   for (const b of others) {
     const d = stats.map((s) => pairedDifference(ctx.bs, mage, b, cell, s.stat));
     if (!d.some((x) => Number.isFinite(x.mean))) continue;
     if (d.some((x) => Number.isFinite(x.mean) && !x.trials)) seedsOnly.push(`${MAGE} − ${b.name}`);
+    pairing.push({ label: `${MAGE} − ${b.name}`, estimates: d });
     rows.push([
       `${MAGE} − ${b.name}`,
       String(d[0].seeds.length),
@@ -469,7 +508,11 @@ function differenceTable(
     ]);
   }
   if (rows.length === 0) return null;
-  return table(["difference", "paired seeds", ...stats.map((s) => s.label)], rows) + seedOnlyNote(seedsOnly);
+  return (
+    table(["difference", "paired seeds", ...stats.map((s) => s.label)], rows) +
+    seedOnlyNote(seedsOnly) +
+    trialPairingNote(pairing)
+  );
 }
 
 function autoWindow(iterations: number): number {
@@ -623,18 +666,23 @@ function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
     );
     const mage = findMethod(present, MAGE);
     if (mage && extra && extraScore) {
+      const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
       const diffs = present
         .filter((m) => m !== mage && RL_BASELINES.includes(m.name))
-        .map((m) => [
-          `${MAGE} − ${m.name}`,
-          est(pairedDifference(ctx.bs, mage, m, cell, extra, "scaling"), "rate", true),
-          est(pairedDifference(ctx.bs, mage, m, cell, extraScore, "scaling"), "score", true),
-        ]);
+        .map((m) => {
+          const ds = [
+            pairedDifference(ctx.bs, mage, m, cell, extra, "scaling"),
+            pairedDifference(ctx.bs, mage, m, cell, extraScore, "scaling"),
+          ];
+          pairing.push({ label: `${MAGE} − ${m.name}`, estimates: ds });
+          return [`${MAGE} − ${m.name}`, est(ds[0], "rate", true), est(ds[1], "score", true)];
+        });
       if (diffs.length > 0) {
         ctx.out.push(
           `MAGE against the single-episode RL baselines (paired), gain of attempts ${Kt + 1}–${Ks}:`,
           "",
-          table(["difference", `Δ success gain ${Kt + 1}–${Ks}`, `Δ ${sn} gain ${Kt + 1}–${Ks}`], diffs),
+          table(["difference", `Δ success gain ${Kt + 1}–${Ks}`, `Δ ${sn} gain ${Kt + 1}–${Ks}`], diffs) +
+            trialPairingNote(pairing),
           "",
         );
       }
@@ -696,14 +744,21 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
   for (const cell of cells) {
     const rows: string[][] = [];
     const seedsOnly: string[] = [];
+    const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
     const list = mage ? [mage, ...variants] : variants;
     for (const m of list) {
       const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
       if (n === 0) continue;
       if (noteSeedOnly(ctx, m, cell)) seedsOnly.push(m.name);
       const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat), kind);
-      const d = (stat: string, kind: Kind) =>
-        mage && m !== mage ? est(pairedDifference(ctx.bs, m, mage, cell, stat), kind, true) : DASH;
+      const diffs: BootstrapEstimate[] = [];
+      if (mage && m !== mage) pairing.push({ label: `${m.name} − ${MAGE}`, estimates: diffs });
+      const d = (stat: string, kind: Kind) => {
+        if (!mage || m === mage) return DASH;
+        const x = pairedDifference(ctx.bs, m, mage, cell, stat);
+        diffs.push(x);
+        return est(x, kind, true);
+      };
       rows.push([
         m === mage ? `${m.name} (reference)` : m.name,
         String(n),
@@ -722,7 +777,9 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
       table(
         ["method", "seeds", `${sn}@1`, "final", "in-trial gain", `Δ ${sn}@1`, "Δ final", "Δ in-trial gain"],
         rows,
-      ) + seedOnlyNote(seedsOnly),
+      ) +
+        seedOnlyNote(seedsOnly) +
+        trialPairingNote(pairing),
       "",
     );
   }

@@ -9,6 +9,10 @@ import {
   trialsFromPatterns,
 } from "../../src/evaluate/metrics.js";
 import { HierarchicalBootstrap, type SeedMetrics } from "../../src/report/bootstrap.js";
+import type { Experiment } from "../../src/report/experiments.js";
+import { buildResults } from "../../src/report/results.js";
+import type { RunSummary } from "../../src/train/summary.js";
+import { makeSummary } from "./fixtures.js";
 
 /**
  * Trial pairing by deal in the hierarchical bootstrap's differences (`outcomeOrder`).
@@ -210,5 +214,51 @@ describe("hierarchical bootstrap: differences paired by trial (same deal)", () =
     assert.ok(Math.abs(p.mean - u.mean) < 1e-12);
     assert.ok(p.mean > 0.15 && p.mean < 0.35, `${p.mean}`);
     assert.ok(p.hi - p.lo < u.hi - u.lo);
+  });
+});
+
+describe("results report: which differences were paired by deal", () => {
+  function experiment(stripFrom: readonly string[]): Experiment {
+    const runs = ["mage", "lamer", "grpo"].flatMap((name, mi) =>
+      [0, 1].map((seed) => {
+        const rng = Rng.seeded(`report-${seed}`);
+        const rng2 = Rng.seeded(`report-${name}-${seed}`);
+        const patterns = Array.from({ length: 300 }, () => {
+          const good = rng.float() < 0.5;
+          return (rng2.float() < 0.1 * mi ? !good : good) ? "W2" : "L-1 L-1 L-1";
+        });
+        const metrics = metricsFromTrials(patterns, 3, !stripFrom.includes(name));
+        const base = makeSummary({
+          name,
+          seed,
+          iterations: 2,
+          evalEvery: 0,
+          finalTrials: 2,
+          opponents: ["conservative"],
+          cells: [{ opponent: "cfr", seat: "second", unseen: true }],
+        });
+        const summary: RunSummary = {
+          ...base,
+          finalEval: {
+            iteration: 2,
+            attempts: 3,
+            trialsPerCell: 300,
+            cells: [{ opponent: "cfr", seat: "second", unseen: true, metrics }],
+          },
+        };
+        return { path: `/x/main/${name}-s${seed}.json`, summary };
+      }),
+    );
+    return { name: "main", dir: "/x/main", info: null, runs, diversity: [] };
+  }
+
+  it("notes full pairing, and names the differences that could not be paired", () => {
+    const all = buildResults([experiment([])], { plotsLink: "." }).markdown;
+    assert.match(all, /_Trials paired by deal within every seed in these differences\._/);
+    const some = buildResults([experiment(["grpo"])], { plotsLink: "." }).markdown;
+    assert.match(
+      some,
+      /_Trials paired by deal within every seed: mage − lamer; not paired within seeds \(.*\): mage − grpo\._/,
+    );
   });
 });
