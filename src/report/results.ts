@@ -385,6 +385,9 @@ function trialPairingNote(
   if (part.length === 0 && none.length === 0) {
     return `\n\n_Trials paired by deal within every seed in ${full.length === 1 ? "this difference" : "these differences"}._`;
   }
+  if (full.length === 0 && part.length === 0) {
+    return "\n\n_Trials not paired by deal within seeds here (the summaries lack their per-trial order): they are redrawn independently per method, so the intervals err wide._";
+  }
   const bits: string[] = [];
   if (full.length > 0) bits.push(`paired by deal within every seed: ${full.join(", ")}`);
   if (part.length > 0) bits.push(`paired by deal within some seeds: ${part.join(", ")}`);

@@ -260,5 +260,11 @@ describe("results report: which differences were paired by deal", () => {
       some,
       /_Trials paired by deal within every seed: mage − lamer; not paired within seeds \(.*\): mage − grpo\._/,
     );
+    const none = buildResults([experiment(["mage"])], { plotsLink: "." }).markdown;
+    assert.match(
+      none,
+      /_Trials not paired by deal within seeds here \(the summaries lack their per-trial order\)/,
+    );
+    assert.ok(!none.includes("_Trials paired by deal"));
   });
 });
