@@ -51,6 +51,11 @@ export interface ResultsOptions {
   reportCommand?: string;
   /** Skipped files etc., listed at the end. */
   notes?: readonly string[];
+  /**
+   * Hand-written markdown placed right after the computed targets: what the numbers mean and
+   * what was tried (`ACCOUNT.md` in the experiments folder). Its headings should be level 3.
+   */
+  account?: string;
   bootstrap?: BootstrapOptions;
   /** Moving-average window for training curves (default: automatic). */
   smooth?: number;
@@ -1012,6 +1017,7 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
     ...(games.has("kuhn") ? { kuhnBestPossible: kuhnBestPossible() } : { kuhnBestPossible: () => undefined }),
   });
   targetsSection(targets, out);
+  if (o.account?.trim()) out.push("## Account (hand-written)", "", o.account.trim(), "");
   if (games.has("kuhn")) referenceSection(o, out);
   for (const e of experiments) experimentSection(ctx, e);
   for (const g of ["kuhn", "tictactoe"]) {

@@ -400,9 +400,21 @@ describe("results document", () => {
     } finally {
       console.log = log;
     }
-    const md = readFileSync(out, "utf8");
+    let md = readFileSync(out, "utf8");
     assert.match(md, /^# mage results/);
     assert.ok(md.includes(`mage report ${exp} --out ${out}`), "the exact command");
+    assert.ok(!md.includes("## Account"), "no account without ACCOUNT.md");
+    writeFileSync(join(exp, "ACCOUNT.md"), "### Why\n\nThe gain comes from a sacrificed first attempt.\n");
+    console.log = () => {};
+    try {
+      assert.equal(await command.run([exp, "--out", out]), 0);
+    } finally {
+      console.log = log;
+    }
+    md = readFileSync(out, "utf8");
+    const account = md.indexOf("## Account (hand-written)");
+    assert.ok(account > md.indexOf("## Targets"), "the account follows the targets");
+    assert.ok(md.includes("The gain comes from a sacrificed first attempt."));
     const plots = readdirSync(join(root, "docs", "results-plots"));
     assert.ok(plots.length > 0);
     assert.match(logs.join("\n"), /wrote .*results\.md and \d+ plot/);

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
 import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../../core/atomic-write.js";
@@ -118,6 +118,9 @@ export async function writeResults(
     ...(calibration ? { calibrationLink: posix(relative(mdDir, calibration)) } : {}),
     reportCommand: command,
     notes,
+    ...(existsSync(join(input, "ACCOUNT.md"))
+      ? { account: readFileSync(join(input, "ACCOUNT.md"), "utf8") }
+      : {}),
   });
   try {
     mkdirSync(mdDir, { recursive: true });
