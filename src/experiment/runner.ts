@@ -405,9 +405,11 @@ async function runLocked(
         }
       }
       while (!stopped && running.size < jobsAtOnce) {
-        // Quick measurements first, so results land as soon as their run does.
+        // Quick measurements first, so results land as soon as their run does; then runs whose base
+        // model exists, so whole seeds finish early; a later seed's pretraining only when idle.
         const ready = jobs.filter((j) => j.state === "pending" && j.deps.every((d) => d.state === "done"));
-        const next = ready.find((j) => j.kind === "diversity") ?? ready[0];
+        const next =
+          ready.find((j) => j.kind === "diversity") ?? ready.find((j) => j.kind === "train") ?? ready[0];
         if (!next) break;
         const p = start(next).then(() => {
           running.delete(p);
