@@ -36,7 +36,7 @@ export interface Report {
 // ---------------------------------------------------------------------------------------------
 // Number formatting
 
-const DASH = "–";
+export const DASH = "–";
 
 export function formatPercent(x: number, decimals = 1): string {
   return Number.isFinite(x) ? `${(100 * x).toFixed(decimals)}%` : DASH;
@@ -90,7 +90,7 @@ function cellText(s: string): string {
   return s.replace(/\|/g, "\\|").replace(/\r?\n/g, " ");
 }
 
-function table(
+export function table(
   head: readonly string[],
   rows: readonly (readonly string[])[],
   align?: readonly string[],
@@ -200,7 +200,7 @@ function maxAttempts(methods: readonly Method[]): number {
 // ---------------------------------------------------------------------------------------------
 // Run table
 
-function shortCommit(s: RunSummary): string {
+export function shortCommit(s: RunSummary): string {
   const c = s.meta?.commit;
   if (!c) return DASH;
   return `${c.slice(0, 7)}${s.meta?.dirty ? "+dirty" : ""}`;
@@ -268,22 +268,26 @@ function runsTable(runs: readonly LoadedSummary[], linkOf: (p: string) => string
 // ---------------------------------------------------------------------------------------------
 // Plot bookkeeping
 
-function slug(s: string): string {
+function slug(s: string, keepDots: boolean): string {
   const t = s
     .toLowerCase()
-    .replace(/[^a-z0-9]+/g, "-")
+    .replace(keepDots ? /[^a-z0-9.]+/g : /[^a-z0-9]+/g, "-")
     .replace(/^-+|-+$/g, "");
   return t.length > 0 ? t.slice(0, 60) : "x";
 }
 
-class Plots {
+export class Plots {
   readonly list: ReportPlot[] = [];
   private readonly used = new Set<string>();
-  constructor(private readonly link: string) {}
+  /** `keepDots`: file names keep "." (method names such as mage-gamma0.9 stay readable). */
+  constructor(
+    private readonly link: string,
+    private readonly keepDots = false,
+  ) {}
 
   /** Stores an SVG under a unique file name; returns the markdown image that shows it. */
   add(parts: readonly string[], svg: string, alt: string): string {
-    const base = parts.map(slug).join("-");
+    const base = parts.map((p) => slug(p, this.keepDots)).join("-");
     let file = `${base}.svg`;
     for (let i = 2; this.used.has(file); i++) file = `${base}-${i}.svg`;
     this.used.add(file);
@@ -313,7 +317,7 @@ export function movingAverage(values: readonly number[], window: number): number
   });
 }
 
-function autoWindow(iterations: number): number {
+export function autoWindow(iterations: number): number {
   if (iterations < 30) return 1;
   const w = Math.min(21, Math.round(iterations / 15));
   return w % 2 === 0 ? w + 1 : w;
@@ -398,12 +402,12 @@ function attemptLegend(methods: readonly Method[], label: string, K: number | st
 
 const SCORE_NAME: Record<string, string> = { kuhn: "chips" };
 
-function scoreName(game: string): string {
+export function scoreName(game: string): string {
   return SCORE_NAME[game] ?? "score";
 }
 
 /** Games whose headline is the score (chips) rather than the success rate. */
-function scoreFirst(game: string): boolean {
+export function scoreFirst(game: string): boolean {
   return game === "kuhn";
 }
 

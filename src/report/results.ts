@@ -21,12 +21,18 @@ import {
 } from "./compare.js";
 import type { DiversityFile, Experiment } from "./experiments.js";
 import {
+  autoWindow,
+  DASH,
   formatDuration,
   formatPercent,
   formatScore,
   movingAverage,
+  Plots,
   type Report,
-  type ReportPlot,
+  scoreFirst,
+  scoreName,
+  shortCommit,
+  table,
 } from "./markdown.js";
 import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
 import { computeTargets, kuhnBestPossible, mainExperiment, type TargetLine } from "./targets.js";
@@ -61,40 +67,6 @@ export interface ResultsOptions {
   smooth?: number;
 }
 
-const DASH = "–";
-
-function cellText(s: string): string {
-  return s.replace(/\|/g, "\\|").replace(/\r?\n/g, " ");
-}
-
-function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
-  return [head, head.map(() => "---"), ...rows].map((r) => `| ${r.map(cellText).join(" | ")} |`).join("\n");
-}
-
-function slug(s: string): string {
-  const t = s
-    .toLowerCase()
-    .replace(/[^a-z0-9.]+/g, "-")
-    .replace(/^-+|-+$/g, "");
-  return t.length > 0 ? t.slice(0, 60) : "x";
-}
-
-class Plots {
-  readonly list: ReportPlot[] = [];
-  private readonly used = new Set<string>();
-  constructor(private readonly link: string) {}
-
-  add(parts: readonly string[], svg: string, alt: string): string {
-    const base = parts.map(slug).join("-");
-    let file = `${base}.svg`;
-    for (let i = 2; this.used.has(file); i++) file = `${base}-${i}.svg`;
-    this.used.add(file);
-    this.list.push({ file, svg });
-    const href = this.link === "" || this.link === "." ? file : `${this.link.replace(/\/+$/, "")}/${file}`;
-    return `![${alt.replace(/[[\]]/g, "")}](${href})`;
-  }
-}
-
 type Kind = "score" | "rate";
 
 function fmt(x: number, kind: Kind): string {
@@ -120,14 +92,6 @@ function mean(xs: readonly number[]): number {
   return ok.length > 0 ? ok.reduce((a, b) => a + b, 0) / ok.length : Number.NaN;
 }
 
-function scoreName(game: string): string {
-  return game === "kuhn" ? "chips" : "score";
-}
-
-function scoreFirst(game: string): boolean {
-  return game === "kuhn";
-}
-
 function gameTitle(game: string): string {
   return game === "kuhn" ? "Kuhn poker" : game === "tictactoe" ? "TicTacToe" : game;
 }
@@ -138,12 +102,6 @@ function methodAttempts(m: MethodRuns): number {
 
 function wallOf(s: RunSummary): number {
   return Number.isFinite(s.wallSeconds) ? s.wallSeconds : Number.NaN;
-}
-
-function shortCommit(s: RunSummary): string {
-  const c = s.meta?.commit;
-  if (!c) return DASH;
-  return `${c.slice(0, 7)}${s.meta?.dirty ? "+dirty" : ""}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -521,12 +479,6 @@ function differenceTable(
     seedOnlyNote(seedsOnly) +
     trialPairingNote(pairing)
   );
-}
-
-function autoWindow(iterations: number): number {
-  if (iterations < 30) return 1;
-  const w = Math.min(21, Math.round(iterations / 15));
-  return w % 2 === 0 ? w + 1 : w;
 }
 
 function historyCurve(m: MethodRuns, key: string, window: number): Point[] {
@@ -987,7 +939,7 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
     (a, b) => Number(isMain(b)) - Number(isMain(a)) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
   );
   const bs = new HierarchicalBootstrap(o.bootstrap);
-  const plots = new Plots(o.plotsLink);
+  const plots = new Plots(o.plotsLink, true);
   const out: string[] = [];
   const all = experiments.flatMap(experimentGames);
   const ctx: Ctx = {
