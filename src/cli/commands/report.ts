@@ -5,7 +5,7 @@ import { writeFileAtomic } from "../../core/atomic-write.js";
 import { UsageError } from "../../core/errors.js";
 import { isExperimentsFolder, loadExperiments } from "../../report/experiments.js";
 import { loadSummaries } from "../../report/load.js";
-import { buildReport } from "../../report/markdown.js";
+import { buildReport, type Report } from "../../report/markdown.js";
 import { buildResults } from "../../report/results.js";
 import type { Command } from "../command.js";
 
@@ -35,6 +35,28 @@ export interface ReportFiles {
   notes: string[];
 }
 
+/** Writes a built report: the SVGs into `plotsDir`, then the markdown, each atomically. */
+async function writeFiles(
+  report: Report,
+  outPath: string,
+  plotsDir: string,
+): Promise<{ markdownPath: string; plotPaths: string[] }> {
+  try {
+    mkdirSync(dirname(outPath), { recursive: true });
+    mkdirSync(plotsDir, { recursive: true });
+  } catch (err) {
+    throw new UsageError(`cannot create the output folder: ${(err as Error).message}`);
+  }
+  const plotPaths: string[] = [];
+  for (const p of report.plots) {
+    const path = join(plotsDir, p.file);
+    await writeFileAtomic(path, p.svg);
+    plotPaths.push(path);
+  }
+  await writeFileAtomic(outPath, report.markdown);
+  return { markdownPath: outPath, plotPaths };
+}
+
 /** Loads the summaries, builds the report and writes it (markdown and SVGs, each atomically). */
 export async function writeReport(
   inputs: readonly string[],
@@ -56,20 +78,7 @@ export async function writeReport(
     plotsLink: posix(relative(mdDir, plotsDir)) || ".",
     linkOf: (p) => posix(relative(mdDir, p)),
   });
-  try {
-    mkdirSync(mdDir, { recursive: true });
-    mkdirSync(plotsDir, { recursive: true });
-  } catch (err) {
-    throw new UsageError(`cannot create the output folder: ${(err as Error).message}`);
-  }
-  const plotPaths: string[] = [];
-  for (const p of report.plots) {
-    const path = join(plotsDir, p.file);
-    await writeFileAtomic(path, p.svg);
-    plotPaths.push(path);
-  }
-  await writeFileAtomic(outPath, report.markdown);
-  return { markdownPath: outPath, plotPaths, notes };
+  return { ...(await writeFiles(report, outPath, plotsDir)), notes };
 }
 
 /** The exact Kuhn calibration document (docs/results/kuhn-calibration.md) near `from`, if any. */
@@ -122,20 +131,7 @@ export async function writeResults(
       ? { account: readFileSync(join(input, "ACCOUNT.md"), "utf8") }
       : {}),
   });
-  try {
-    mkdirSync(mdDir, { recursive: true });
-    mkdirSync(plotsDir, { recursive: true });
-  } catch (err) {
-    throw new UsageError(`cannot create the output folder: ${(err as Error).message}`);
-  }
-  const plotPaths: string[] = [];
-  for (const p of report.plots) {
-    const path = join(plotsDir, p.file);
-    await writeFileAtomic(path, p.svg);
-    plotPaths.push(path);
-  }
-  await writeFileAtomic(outPath, report.markdown);
-  return { markdownPath: outPath, plotPaths, notes };
+  return { ...(await writeFiles(report, outPath, plotsDir)), notes };
 }
 
 export const command: Command = {
