@@ -271,6 +271,8 @@ async function runLocked(
   const recordOf = (run: PlannedRun) => records.find((r) => r.method === run.method && r.seed === run.seed)!;
 
   const pretrainedSeconds = new Map<string, number>();
+  // Once per grid: it runs git, and the record is rewritten after every job.
+  const machine = collectRunMeta(jobsAtOnce > 1 ? `auto, ${jobsAtOnce} runs in parallel` : "auto");
   const experimentRecord = (): ExperimentRecord => ({
     format: EXPERIMENT_FORMAT,
     name: plan.spec.name,
@@ -283,7 +285,7 @@ async function runLocked(
       set: m.set,
       seeds: m.seeds ?? plan.spec.seeds,
     })),
-    machine: collectRunMeta(jobsAtOnce > 1 ? `auto, ${jobsAtOnce} runs in parallel` : "auto"),
+    machine,
     runs: records,
     pretrained: plan.pretrains.map((p) => ({ dir: p.dir, seconds: pretrainedSeconds.get(p.dir) ?? null })),
     wallSeconds: elapsed(),
