@@ -5,6 +5,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
 import { loadConfig, type MageConfig } from "../train/config.js";
+import { PRETRAIN_DEFAULTS, PRETRAIN_RECIPE, type PretrainSettings } from "../train/pretrain/run.js";
 
 /**
  * An experiment: a grid of methods × seeds. Each method is a training config plus overrides;
@@ -106,15 +107,20 @@ export function readExperiment(file: string): ExperimentSpec {
   return parsed.data;
 }
 
-/** A short stable tag of the settings that make two pretrained models identical. */
-function pretrainKey(config: MageConfig): string {
+/**
+ * A short stable tag of what makes two pretrained models identical: the resolved settings (the
+ * game's defaults with the config's overrides) and the recipe version, so a change of either
+ * gets a fresh model instead of silently reusing one made the old way.
+ */
+export function pretrainKey(config: MageConfig): string {
+  const defaults = (PRETRAIN_DEFAULTS as Record<string, PretrainSettings>)[config.game] ?? {};
   const settings = Object.fromEntries(
-    Object.entries(config.pretrain)
+    Object.entries({ ...defaults, ...config.pretrain })
       .filter(([, v]) => v !== undefined)
       .sort(([a], [b]) => a.localeCompare(b)),
   );
   const hash = createHash("sha256")
-    .update(JSON.stringify({ settings, contextLength: config.model.contextLength }))
+    .update(JSON.stringify({ settings, contextLength: config.model.contextLength, recipe: PRETRAIN_RECIPE }))
     .digest("hex")
     .slice(0, 8);
   return `${config.game}-${config.model.preset}-${hash}`;

@@ -4,7 +4,7 @@
  * Rewards: +10 win, −10 loss, 0 draw (and 0 for every other step, invalid ones included).
  * Score: +1 / 0 / −1 at the end of the game.
  */
-import { colOf, emptyCells, rowOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
+import { cellAt, colOf, emptyCells, rowOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
 import { type Parsed, parseTicTacToeMove } from "./parse.js";
 import { type EndText, TwoPlayerTask } from "./two-player.js";
 import type { TaskOptions, TaskPromptText } from "./types.js";
@@ -14,6 +14,25 @@ export const TICTACTOE_DEFAULT_OPPONENT = "mcts:100";
 /** `(r, c)` 1-based text of a cell index. */
 export function cellText(cell: number): string {
   return `(${rowOf(cell) + 1}, ${colOf(cell) + 1})`;
+}
+
+/**
+ * The board of compact prompts: marks as in the full observation (the agent is X), but every
+ * empty cell shown as its row and column digits ("23" = row 2, column 3) instead of ".". A legal
+ * answer then repeats a coordinate that is visible on the board, which a small model can do by
+ * matching tokens; reading a cell's row and column off its place in the text is far harder for it.
+ */
+export function compactBoardText(state: TicTacToeState, perspective: number): string {
+  const lines: string[] = [];
+  for (let r = 0; r < 3; r++) {
+    const row: string[] = [];
+    for (let c = 0; c < 3; c++) {
+      const owner = cellAt(state, r * 3 + c);
+      row.push(owner === -1 ? `${r + 1}${c + 1}` : owner === perspective ? "X" : "O");
+    }
+    lines.push(row.join(" "));
+  }
+  return lines.join("\n");
 }
 
 export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
@@ -36,7 +55,7 @@ export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
   }
 
   protected renderCompactObservation(state: TicTacToeState): string {
-    return tictactoe.render(state, this.agent);
+    return compactBoardText(state, this.agent);
   }
 
   protected replyFeedback(replies: readonly number[]): { feedback: string; compactFeedback: string } {
@@ -90,8 +109,9 @@ export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
         "on its next move, and choose your move. Then give exactly one empty cell as (row, col) inside " +
         "<action> </action>, for example <action>(2, 3)</action>.",
       compactRules:
-        `Tic-tac-toe 3x3. You are X, opponent O, . is empty. Three in a row wins. You move ${second ? "second" : "first"}. ` +
-        "Rows and columns 1-3. Reply with one empty cell: <action>(row, col)</action>",
+        "Tic-tac-toe 3x3. You are X, opponent O. An empty cell shows its row digit then its column digit. " +
+        `Three in a row wins. You move ${second ? "second" : "first"}. ` +
+        "Reply with one empty cell: <action>(row, col)</action>",
       compactAsk: "Your move?",
       actionWord: "Move",
     };

@@ -6,7 +6,9 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
 import { runExperiment } from "../../src/experiment/runner.js";
-import { planExperiment, pretrainArgs, readExperiment } from "../../src/experiment/spec.js";
+import { planExperiment, pretrainArgs, pretrainKey, readExperiment } from "../../src/experiment/spec.js";
+import type { PretrainGame } from "../../src/train/pretrain/corpus.js";
+import { PRETRAIN_DEFAULTS } from "../../src/train/pretrain/run.js";
 import { readSummary } from "../../src/train/summary.js";
 
 function writeConfig(root: string): string {
@@ -69,6 +71,24 @@ describe("experiment plan", () => {
     const args = pretrainArgs(plan.pretrains[0]);
     assert.deepEqual(args.slice(args.indexOf("--steps"), args.indexOf("--steps") + 2), ["--steps", "2"]);
     assert.ok(args.includes("--eval-trials"));
+  });
+
+  it("keys a pretrained model by the resolved pretraining settings, defaults included", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-key-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const config = planExperiment(readExperiment(file), file).runs[0].config;
+    const key = pretrainKey(config);
+    assert.equal(pretrainKey(structuredClone(config)), key);
+    assert.notEqual(pretrainKey({ ...config, pretrain: { ...config.pretrain, lr: 1e-3 } }), key);
+    const defaults = PRETRAIN_DEFAULTS[config.game as PretrainGame];
+    const before = defaults.initStd;
+    defaults.initStd = before * 2;
+    try {
+      assert.notEqual(pretrainKey(config), key, "a changed default must not reuse the old model");
+    } finally {
+      defaults.initStd = before;
+    }
+    assert.equal(pretrainKey(config), key);
   });
 
   it("names the method and the field of a bad override before anything runs", () => {

@@ -132,6 +132,26 @@ describe("TicTacToe steps", () => {
     assert.equal(task.observation(), ". . .\n. O .\n. . .");
   });
 
+  it("compact boards show each empty cell as its row and column digits, the agent as X", async () => {
+    const task = new TicTacToeTask({ opponent: "preferred:1", seat: "second" });
+    await task.reset(Rng.seeded(0));
+    assert.equal(task.compactObservation(), "11 12 13\n21 O 23\n31 32 33");
+    await task.step("<action>(1, 3)</action>");
+    const board = task
+      .compactObservation()
+      .split("\n")
+      .map((r) => r.split(" "));
+    assert.equal(board[0][2], "X");
+    assert.equal(board.flat().filter((c) => c === "O").length, 2);
+    // every digit pair names its own place, and only empty cells show one
+    for (let r = 0; r < 3; r++)
+      for (let c = 0; c < 3; c++) {
+        const cell = board[r][c];
+        if (cell !== "X" && cell !== "O") assert.equal(cell, `${r + 1}${c + 1}`);
+      }
+    assert.doesNotMatch(task.promptText().compactRules, /[1-3][1-3]/, "the rules show no coordinate to copy");
+  });
+
   it("shows the agent as X even when it moves second, and pays ±10 / 0 at the end", async () => {
     const rng = Rng.seeded("ttt-games");
     const seen = new Set<number>();

@@ -153,6 +153,30 @@ describe("pretrain corpus", () => {
       if (t.kinds.includes("malformed")) assert.ok(all.scored > e.scored);
     }
   });
+
+  it("with contextLoss scores the prompts and feedback too, but still not the malformed answers", async () => {
+    const c = await buildCorpus({ game: "tictactoe", trials: 20, rng: Rng.seeded(6), malformedRate: 0.3 });
+    const tok = trainTokenizer(corpusTexts(c), { vocabSize: 600 });
+    let sawMalformed = false;
+    for (const t of c.trials) {
+      const answers = encodeTrial(tok, t, { contextLength: 1024 });
+      const e = encodeTrial(tok, t, { contextLength: 1024, contextLoss: true });
+      assert.equal(e.mask[0], 0, "the first token has no prediction");
+      // every answer token stays scored
+      for (let i = 0; i < e.mask.length; i++) if (answers.mask[i]) assert.equal(e.mask[i], 1);
+      const unscored = tok.decode(Array.from(e.ids).filter((_, i) => i > 0 && e.mask[i] === 0));
+      const malformed = t.messages
+        .filter((m) => m.role === "assistant")
+        .filter((_, i) => t.kinds[i] === "malformed")
+        .map((m) => m.content);
+      // what is left unscored is exactly the malformed answers (each with its end token)
+      assert.equal(unscored.replaceAll("<|end|>", ""), malformed.join(""));
+      const boards = t.messages.filter((m) => m.role === "user").map((m) => m.content);
+      assert.ok(e.scored > answers.scored + boards.length, "the user messages are scored");
+      if (malformed.length > 0) sawMalformed = true;
+    }
+    assert.ok(sawMalformed);
+  });
 });
 
 describe("mage pretrain", () => {
@@ -214,6 +238,7 @@ describe("mage pretrain", () => {
       /valid choices: auto, js, wasm, native/,
     );
     await assert.rejects(pretrainCommand.run(["--game", "kuhn", "--steps", "0"]), UsageError);
+    await assert.rejects(pretrainCommand.run(["--game", "kuhn", "--init-std", "-1"]), /init-std/);
     await assert.rejects(pretrainCommand.run([]), /--game is required/);
     assert.ok(!existsSync("runs/pretrain-chess"));
   });

@@ -14,7 +14,7 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
-  "[--lr X] [--batch-tokens N] [--json]";
+  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--json]";
 
 function intFlag(name: string, v: string | undefined, min: number): number | undefined {
   if (v === undefined) return undefined;
@@ -88,6 +88,8 @@ export const command: Command = {
           "corpus-trials": { type: "string" },
           "eval-trials": { type: "string" },
           lr: { type: "string" },
+          "init-std": { type: "string" },
+          "answers-only": { type: "boolean", default: false },
           "batch-tokens": { type: "string" },
           json: { type: "boolean", default: false },
         },
@@ -116,6 +118,8 @@ export const command: Command = {
       evalTrials: intFlag("eval-trials", str("eval-trials"), 1),
       batchTokens: intFlag("batch-tokens", str("batch-tokens"), 1),
       lr: numberFlag("lr", str("lr")),
+      initStd: numberFlag("init-std", str("init-std")),
+      contextLoss: values["answers-only"] ? false : undefined,
       progress: values.json ? null : process.stderr,
     });
     process.stdout.write(

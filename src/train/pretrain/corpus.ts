@@ -256,13 +256,18 @@ const kuhnPlayer: GamePlayer = {
 
 // ---- TicTacToe ----
 
-const BOARD_ROW = /^[.XO]( [.XO]){2}$/;
+/** A compact board row: X, O, or an empty cell shown as its row and column digits ("23"). */
+const BOARD_ROW = /^(X|O|[1-3][1-3])( (X|O|[1-3][1-3])){2}$/;
 
-/** Board lines of the last observation in `text` (3 rows of 3 marks), or null. */
+/** Board lines of the last observation in `text` (3 rows of 3 cells), or null. */
 function tictactoeBoard(text: string): string[][] | null {
   const rows = text.split("\n").filter((l) => BOARD_ROW.test(l));
   if (rows.length < 3) return null;
   return rows.slice(-3).map((r) => r.split(" "));
+}
+
+function isEmptyCell(m: string): boolean {
+  return m !== "X" && m !== "O";
 }
 
 function cellsWhere(board: string[][], mark: (m: string) => boolean): string[] {
@@ -276,7 +281,7 @@ const tictactoePlayer: GamePlayer = {
   legal(messages) {
     const board = tictactoeBoard(lastUserMessage(messages));
     if (!board) throw new Error("scripted TicTacToe player: no board in the prompt");
-    return cellsWhere(board, (m) => m === ".");
+    return cellsWhere(board, isEmptyCell);
   },
   malformed: {
     "no-tags": (legal, _m, rng) => rng.pick(legal),
@@ -285,7 +290,7 @@ const tictactoePlayer: GamePlayer = {
       `<action>${rng.pick(["(4, 1)", "(0, 2)", "(2, 4)", "(3, 0)", "(4, 4)"])}</action>`,
     occupied: (_l, messages, rng) => {
       const board = tictactoeBoard(lastUserMessage(messages));
-      const taken = board ? cellsWhere(board, (m) => m !== ".") : [];
+      const taken = board ? cellsWhere(board, (m) => !isEmptyCell(m)) : [];
       return `<action>${taken.length > 0 ? rng.pick(taken) : "(4, 2)"}</action>`;
     },
     "wrong-word": (_l, _m, rng) => `<action>${rng.pick(["center", "corner", "2 3", "middle"])}</action>`,

@@ -1,9 +1,11 @@
 /**
  * Supervised fine-tuning on whole trial transcripts: each corpus trial is one sequence (the
  * compact chat is append-only), and the loss −mean(log π) is taken over the assistant tokens
- * only (each response's tokens and its `<|end|>`), except that deliberately malformed answers
- * are left unscored by default: the model reads them and the task's "Invalid: …" feedback in
- * context, but is not taught to write them.
+ * (each response's tokens and its `<|end|>`), or with `contextLoss` over every token, except
+ * that deliberately malformed answers are always left unscored by default: the model reads
+ * them and the task's "Invalid: …" feedback in context, but is not taught to write them.
+ * Scoring the context as well teaches the model to predict each board from the previous one
+ * and the moves, which is what builds the attention that reads the current board.
  *
  * Batches hold whole sequences up to `batchTokens` tokens, drawn from a per-epoch shuffle of the
  * corpus (keyed by the run's Rng). AdamW with linear warmup and cosine decay.
@@ -27,6 +29,8 @@ export interface SftExample {
 export interface EncodeOptions {
   /** Score deliberately malformed answers too (default false). */
   trainOnMalformed?: boolean;
+  /** Score the system and user tokens too, not only the answers (default false). */
+  contextLoss?: boolean;
   /** Longer transcripts are cut to this many tokens (the model's context). */
   contextLength: number;
 }
@@ -37,9 +41,10 @@ export function encodeTrial(tok: Tokenizer, trial: CorpusTrial, opts: EncodeOpti
   const n = Math.min(rendered.ids.length, opts.contextLength);
   const ids = Int32Array.from(rendered.ids.slice(0, n));
   const mask = new Uint8Array(n);
+  if (opts.contextLoss) mask.fill(1);
   rendered.assistantSpans.forEach((span, i) => {
-    if (trial.kinds[i] === "malformed" && !opts.trainOnMalformed) return;
-    for (let p = span.start; p < Math.min(span.end, n); p++) mask[p] = 1;
+    const scored = !(trial.kinds[i] === "malformed" && !opts.trainOnMalformed);
+    mask.fill(scored ? 1 : 0, Math.min(span.start, n), Math.min(span.end, n));
   });
   mask[0] = 0;
   let scored = 0;
