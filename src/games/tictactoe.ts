@@ -182,7 +182,27 @@ export function randomPlayoutValue(state: TicTacToeState, rng: Rng): number {
   }
 }
 
-const MARKS = [".", "X", "O"];
+/**
+ * Three lines of cells joined by spaces: player 0's marks are `X`, player 1's `O` (swapped when
+ * `perspective` is 1, so that player sees itself as X), and an empty cell is `emptyText(cell)`.
+ */
+export function renderBoard(
+  state: TicTacToeState,
+  perspective: number | undefined,
+  emptyText: (cell: number) => string,
+): string {
+  const swap = perspective === 1;
+  const lines: string[] = [];
+  for (let r = 0; r < 3; r++) {
+    const row: string[] = [];
+    for (let c = 0; c < 3; c++) {
+      const owner = cellAt(state, r * 3 + c);
+      row.push(owner === -1 ? emptyText(r * 3 + c) : (swap ? 1 - owner : owner) === 0 ? "X" : "O");
+    }
+    lines.push(row.join(" "));
+  }
+  return lines.join("\n");
+}
 
 export const tictactoe: Game<TicTacToeState, number> = {
   name: "tictactoe",
@@ -215,16 +235,6 @@ export const tictactoe: Game<TicTacToeState, number> = {
    * when it moves second).
    */
   render(state: TicTacToeState, perspective?: number): string {
-    const swap = perspective === 1;
-    const lines: string[] = [];
-    for (let r = 0; r < 3; r++) {
-      const row: string[] = [];
-      for (let c = 0; c < 3; c++) {
-        const owner = cellAt(state, r * 3 + c);
-        row.push(MARKS[owner === -1 ? 0 : (swap ? 1 - owner : owner) + 1]);
-      }
-      lines.push(row.join(" "));
-    }
-    return lines.join("\n");
+    return renderBoard(state, perspective, () => ".");
   },
 };

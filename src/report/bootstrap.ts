@@ -394,21 +394,8 @@ export class HierarchicalBootstrap {
     const obsB = observedOf(db, b);
     const observed = new Float64Array(F);
     for (let f = 0; f < F; f++) observed[f] = obsA[f] - obsB[f];
-    const probs = counts.map((c) => c / n);
-    const rows = this.resamples;
-    const values = new Float64Array(rows * F);
-    const drawn = new Float64Array(J);
     const rng = this.root.derive("paired-trials", seed, text);
-    for (let r = 0; r < rows; r++) {
-      multinomial(rng, n, probs, drawn);
-      const base = r * F;
-      for (let j = 0; j < J; j++) {
-        const c = drawn[j];
-        if (c === 0) continue;
-        for (let f = 0; f < F; f++) values[base + f] += (c * feat[j * F + f]) / n;
-      }
-    }
-    const bank: Bank = { names, values, rows, observed };
+    const bank: Bank = { names, values: this.resample(rng, counts, feat, F), rows: this.resamples, observed };
     this.jointBanks.set(key, bank);
     return bank;
   }
@@ -436,23 +423,32 @@ export class HierarchicalBootstrap {
     for (let j = 0; j < patterns.length; j++) {
       for (let f = 0; f < F; f++) observed[f] += (counts[j] * feat[j * F + f]) / n;
     }
-    const probs = counts.map((c) => c / n);
-    const rows = this.resamples;
-    const values = new Float64Array(rows * F);
-    const drawn = new Float64Array(patterns.length);
     const rng = this.root.derive("trials", seed, text);
-    for (let r = 0; r < rows; r++) {
+    const bank: Bank = { names, values: this.resample(rng, counts, feat, F), rows: this.resamples, observed };
+    this.banks.set(key, bank);
+    return bank;
+  }
+
+  /**
+   * Replicates of the per-trial means: each row redraws the trials' categories (multinomial over
+   * `counts`) and averages the categories' feature rows (`feat`, F values per category).
+   */
+  private resample(rng: Rng, counts: readonly number[], feat: Float64Array, F: number): Float64Array {
+    const n = counts.reduce((a, b) => a + b, 0);
+    const probs = counts.map((c) => c / n);
+    const J = counts.length;
+    const values = new Float64Array(this.resamples * F);
+    const drawn = new Float64Array(J);
+    for (let r = 0; r < this.resamples; r++) {
       multinomial(rng, n, probs, drawn);
       const base = r * F;
-      for (let j = 0; j < patterns.length; j++) {
+      for (let j = 0; j < J; j++) {
         const c = drawn[j];
         if (c === 0) continue;
         for (let f = 0; f < F; f++) values[base + f] += (c * feat[j * F + f]) / n;
       }
     }
-    const bank: Bank = { names, values, rows, observed };
-    this.banks.set(key, bank);
-    return bank;
+    return values;
   }
 
   /** Percentile interval of sorted replicate values. */

@@ -4,7 +4,7 @@
  * Rewards: +10 win, −10 loss, 0 draw (and 0 for every other step, invalid ones included).
  * Score: +1 / 0 / −1 at the end of the game.
  */
-import { cellAt, colOf, emptyCells, rowOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
+import { colOf, emptyCells, renderBoard, rowOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
 import { type Parsed, parseTicTacToeMove } from "./parse.js";
 import { type EndText, TwoPlayerTask } from "./two-player.js";
 import type { TaskOptions, TaskPromptText } from "./types.js";
@@ -23,16 +23,7 @@ export function cellText(cell: number): string {
  * matching tokens; reading a cell's row and column off its place in the text is far harder for it.
  */
 export function compactBoardText(state: TicTacToeState, perspective: number): string {
-  const lines: string[] = [];
-  for (let r = 0; r < 3; r++) {
-    const row: string[] = [];
-    for (let c = 0; c < 3; c++) {
-      const owner = cellAt(state, r * 3 + c);
-      row.push(owner === -1 ? `${r + 1}${c + 1}` : owner === perspective ? "X" : "O");
-    }
-    lines.push(row.join(" "));
-  }
-  return lines.join("\n");
+  return renderBoard(state, perspective, (cell) => `${rowOf(cell) + 1}${colOf(cell) + 1}`);
 }
 
 export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {

@@ -1,46 +1,24 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Rng } from "../../src/core/rng.js";
-import {
-  type Estimate,
-  encodeOutcomeOrder,
-  scoreAt,
-  type TrialMetrics,
-  trialsFromPatterns,
-} from "../../src/evaluate/metrics.js";
+import { encodeOutcomeOrder, type TrialMetrics } from "../../src/evaluate/metrics.js";
 import { HierarchicalBootstrap, type SeedMetrics } from "../../src/report/bootstrap.js";
 import type { Experiment } from "../../src/report/experiments.js";
 import { buildResults } from "../../src/report/results.js";
 import type { RunSummary } from "../../src/train/summary.js";
 import { makeSummary } from "./fixtures.js";
+import { metricsOf } from "./histograms.js";
 
 /**
- * Trial pairing by deal in the hierarchical bootstrap's differences (`outcomeOrder`).
- * Metrics are built straight from per-trial patterns (point estimates for the stored means; the
- * bootstrap reads the histogram, the order and the means only).
+ * Trial pairing by deal in the hierarchical bootstrap's differences (`outcomeOrder`). Metrics
+ * come from the patterns' histogram (`metricsOf`), with the order taken from the patterns as
+ * given (the histogram alone does not keep it).
  */
 function metricsFromTrials(patterns: readonly string[], attempts: number, withOrder = true): TrialMetrics {
   const outcomes: Record<string, number> = {};
   for (const p of patterns) outcomes[p] = (outcomes[p] ?? 0) + 1;
-  const trials = trialsFromPatterns(outcomes);
-  const point = (f: (t: (typeof trials)[number]) => number): Estimate => {
-    const m = trials.reduce((a, t) => a + f(t), 0) / trials.length;
-    return { mean: m, lo: m, hi: m, n: trials.length };
-  };
-  const ks = Array.from({ length: attempts }, (_, i) => i + 1);
-  return {
-    trials: trials.length,
-    attempts,
-    successAt: ks.map((k) => point((t) => (t.attempts.slice(0, k).some((a) => a.won) ? 1 : 0))),
-    nonLossAt: ks.map(() => point(() => 0)),
-    scoreAt: ks.map((k) => point((t) => scoreAt(t, k))),
-    final: point((t) => t.attempts[t.attempts.length - 1].score),
-    gain: point((t) => t.attempts[t.attempts.length - 1].score - t.attempts[0].score),
-    invalidRate: 0,
-    meanAttemptsPlayed: 1,
-    outcomes,
-    ...(withOrder ? { outcomeOrder: encodeOutcomeOrder(patterns) } : {}),
-  };
+  const { outcomeOrder: _histogramOrder, ...metrics } = metricsOf(outcomes, attempts);
+  return withOrder ? { ...metrics, outcomeOrder: encodeOutcomeOrder(patterns) } : metrics;
 }
 
 /**

@@ -1,8 +1,8 @@
 /**
  * Supervised fine-tuning on whole trial transcripts: each corpus trial is one sequence (the
  * compact chat is append-only), and the loss −mean(log π) is taken over the assistant tokens
- * (each response's tokens and its `<|end|>`), or with `contextLoss` over every token, except
- * that deliberately malformed answers are always left unscored by default: the model reads
+ * (each response's tokens and its `<|end|>`), or with `contextLoss` over every token. Either
+ * way deliberately malformed answers stay unscored unless `trainOnMalformed`: the model reads
  * them and the task's "Invalid: …" feedback in context, but is not taught to write them.
  * Scoring the context as well teaches the model to predict each board from the previous one
  * and the moves, which is what builds the attention that reads the current board.
