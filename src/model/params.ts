@@ -1,5 +1,11 @@
 import type { Rng } from "../core/rng.js";
-import { type ModelConfig, type ParamSpec, paramSpecs, validateModelConfig } from "./config.js";
+import {
+  type ModelConfig,
+  type ParamSpec,
+  parameterCount,
+  paramSpecs,
+  validateModelConfig,
+} from "./config.js";
 
 /**
  * The parameter container: every tensor of `paramSpecs(config)`, in that order, as a view
@@ -41,8 +47,11 @@ function numel(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
-/** A zero-filled container for `config` (also what gradients start as). */
-export function allocParams(config: ModelConfig): ModelParams {
+/**
+ * A container whose tensors are views into `flat` (not copied), e.g. a Float32Array over a
+ * SharedArrayBuffer that another thread reads or writes.
+ */
+export function paramsOn(config: ModelConfig, flat: Float32Array): ModelParams {
   validateModelConfig(config);
   const specs = paramSpecs(config);
   const offsets: number[] = [];
@@ -51,9 +60,16 @@ export function allocParams(config: ModelConfig): ModelParams {
     offsets.push(total);
     total += numel(s.shape);
   }
-  const flat = new Float32Array(total);
+  if (flat.length !== total)
+    throw new RangeError(`parameter buffer holds ${flat.length} floats, the model needs ${total}`);
   const tensors = specs.map((s, i) => flat.subarray(offsets[i], offsets[i] + numel(s.shape)));
   return { config: { ...config }, specs, flat, tensors, offsets };
+}
+
+/** A zero-filled container for `config` (also what gradients start as). */
+export function allocParams(config: ModelConfig): ModelParams {
+  validateModelConfig(config);
+  return paramsOn(config, new Float32Array(parameterCount(config)));
 }
 
 /** A zero-filled container with the same layout as `p` (for gradients). */

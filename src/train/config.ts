@@ -56,6 +56,8 @@ export const ConfigSchema = z
         evalTrials: z.number().int().positive().optional(),
         batchTokens: z.number().int().positive().optional(),
         lr: z.number().positive().optional(),
+        /** Gradient shards per batch, one thread each (the result depends on this count, not on the cores). */
+        shards: z.number().int().positive().optional(),
       })
       .strict()
       .prefault({}),

@@ -29,7 +29,8 @@ import {
   type PretrainGame,
 } from "./corpus.js";
 import { evaluatePretrained, type PretrainEvaluation } from "./evaluate.js";
-import { encodeTrial, runSft } from "./sft.js";
+import { encodeTrial, runSft, type SftResult } from "./sft.js";
+import { SftShardPool } from "./sft-shards.js";
 
 export interface PretrainSettings {
   preset: string;
@@ -51,6 +52,11 @@ export interface PretrainSettings {
   contextLoss: boolean;
   /** Share of play answers that are deliberately malformed in the corpus. */
   malformedRate: number;
+  /**
+   * Each batch's gradient is computed in this many shards, one thread each (see sft-shards.ts).
+   * The result depends on this count, not on how many cores run it.
+   */
+  shards: number;
 }
 
 /**
@@ -77,6 +83,7 @@ const SHARED_SETTINGS = {
   minLrRatio: 0.1,
   weightDecay: 0.01,
   malformedRate: 0.02,
+  shards: 2,
 } as const;
 
 export const PRETRAIN_DEFAULTS: Record<PretrainGame, PretrainSettings> = {
@@ -191,7 +198,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   const game = checkPretrainGame(opts.game);
   const defined = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined));
   const s: PretrainSettings = { ...PRETRAIN_DEFAULTS[game], ...(defined as Partial<PretrainSettings>) };
-  for (const k of ["corpusTrials", "evalTrials", "batchTokens"] as const) checkPositiveInt(k, s[k]);
+  for (const k of ["corpusTrials", "evalTrials", "batchTokens", "shards"] as const) checkPositiveInt(k, s[k]);
   if (!(Number.isInteger(s.steps) && s.steps >= 0))
     throw new UsageError(`steps must be an integer ≥ 0, got ${s.steps}`);
   if (!(Number.isFinite(s.lr) && s.lr > 0)) throw new UsageError(`lr must be a number > 0, got ${s.lr}`);
@@ -271,16 +278,23 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   });
   const bar = stream ? new ProgressBar({ label: `pretrain ${game}`, total: s.steps, stream }) : null;
   let tokensSoFar = 0;
-  const sft = runSft(learner, examples, {
-    steps: s.steps,
-    batchTokens: s.batchTokens,
-    rng: root.derive("sft"),
-    onStep: (m, step) => {
-      tokensSoFar += m.tokens;
-      const secs = (performance.now() - t) / 1000;
-      bar?.update(step, { loss: m.loss, lr: m.lr, "tok/s": Math.round(tokensSoFar / secs) });
-    },
-  });
+  const pool = s.shards > 1 ? await SftShardPool.start(config, kernels, s.shards) : undefined;
+  let sft: SftResult;
+  try {
+    sft = await runSft(learner, examples, {
+      steps: s.steps,
+      batchTokens: s.batchTokens,
+      rng: root.derive("sft"),
+      pool,
+      onStep: (m, step) => {
+        tokensSoFar += m.tokens;
+        const secs = (performance.now() - t) / 1000;
+        bar?.update(step, { loss: m.loss, lr: m.lr, "tok/s": Math.round(tokensSoFar / secs) });
+      },
+    });
+  } finally {
+    await pool?.close();
+  }
   bar?.finish();
   const sftMs = performance.now() - t;
   cpu.sftMs = lap();

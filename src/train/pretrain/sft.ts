@@ -17,6 +17,7 @@ import type { LossFn } from "../../model/loss-types.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
 import type { Batch } from "../../model/transformer.js";
 import type { CorpusTrial } from "./corpus.js";
+import type { SftShardPool } from "./sft-shards.js";
 
 /** One training sequence: token ids and the mask of scored positions. */
 export interface SftExample {
@@ -52,19 +53,27 @@ export function encodeTrial(tok: Tokenizer, trial: CorpusTrial, opts: EncodeOpti
   return { ids, mask, scored };
 }
 
-/** Cross-entropy on the scored tokens: loss = −mean(log π), so dLoss/dLogp = −1/N. */
-export const sftLoss: LossFn = (stats) => {
-  const n = stats.logp.length;
-  let sum = 0;
-  for (let i = 0; i < n; i++) sum += stats.logp[i];
-  const dLogp = new Float64Array(n).fill(n > 0 ? -1 / n : 0);
-  return {
-    loss: n > 0 ? -sum / n : 0,
-    dLogp,
-    dEntropy: new Float64Array(n),
-    metrics: { scored: n },
+/**
+ * Cross-entropy of a shard of a batch whose `batchScored` tokens are scored in all: −Σ log π / batchScored,
+ * so the shards' losses and gradients add up to those of the whole batch.
+ */
+export function weightedSftLoss(batchScored: number): LossFn {
+  return (stats) => {
+    const n = stats.logp.length;
+    let sum = 0;
+    for (let i = 0; i < n; i++) sum += stats.logp[i];
+    const dLogp = new Float64Array(n).fill(batchScored > 0 ? -1 / batchScored : 0);
+    return {
+      loss: batchScored > 0 ? -sum / batchScored : 0,
+      dLogp,
+      dEntropy: new Float64Array(n),
+      metrics: { scored: n },
+    };
   };
-};
+}
+
+/** Cross-entropy on the scored tokens: loss = −mean(log π), so dLoss/dLogp = −1/N. */
+export const sftLoss: LossFn = (stats) => weightedSftLoss(stats.logp.length)(stats);
 
 /**
  * An endless stream of batches: sequences in a fresh shuffle every epoch, packed greedily up to
@@ -139,15 +148,23 @@ export interface SftResult {
   ms: number;
 }
 
-/** Runs `steps` SFT updates of `learner` on `examples`. */
-export function runSft(learner: Learner, examples: readonly SftExample[], opts: SftOptions): SftResult {
+/**
+ * Runs `steps` SFT updates of `learner` on `examples`; with `pool`, each batch's gradient is
+ * computed in shards on its worker threads.
+ */
+export async function runSft(
+  learner: Learner,
+  examples: readonly SftExample[],
+  opts: SftOptions & { pool?: SftShardPool },
+): Promise<SftResult> {
   const stream = new BatchStream(examples, opts.batchTokens, opts.rng.derive("batches"));
   const losses: number[] = [];
   let tokens = 0;
   let scored = 0;
   const t0 = performance.now();
   for (let s = 0; s < opts.steps; s++) {
-    const m = learner.update(stream.next(), sftLoss);
+    const batch = stream.next();
+    const m = opts.pool ? await opts.pool.update(learner, batch) : learner.update(batch, sftLoss);
     losses.push(m.loss);
     tokens += m.tokens;
     scored += m.scored;
