@@ -9,6 +9,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   puzzles: () => import("./puzzles.js"),
   gemm: () => import("./gemm.js"),
   "train-step": () => import("./train-step.js"),
+  "sft-shards": () => import("./sft-shards.js"),
   "torch-compare": () => import("./torch-compare.js"),
   sampling: () => import("./sampling.js"),
   serve: () => import("./serve.js"),

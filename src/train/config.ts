@@ -58,6 +58,8 @@ export const ConfigSchema = z
         lr: z.number().positive().optional(),
         /** Gradient shards per batch, one thread each (the result depends on this count, not on the cores). */
         shards: z.number().int().positive().optional(),
+        /** Loss weight of the play answers' tokens (every other scored token weighs 1). */
+        actionWeight: z.number().int().min(1).max(255).optional(),
       })
       .strict()
       .prefault({}),

@@ -177,6 +177,32 @@ describe("pretrain corpus", () => {
     }
     assert.ok(sawMalformed);
   });
+
+  it("weighs the play answers' tokens by actionWeight, remarks and context by 1, malformed answers by 0", async () => {
+    const c = await buildCorpus({ game: "tictactoe", trials: 10, rng: Rng.seeded(8), malformedRate: 0.3 });
+    const tok = trainTokenizer(corpusTexts(c), { vocabSize: 600 });
+    const textOf = (e: { ids: Int32Array; mask: Uint8Array }, w: number) =>
+      tok.decode(Array.from(e.ids).filter((id, i) => e.mask[i] === w && id !== tok.endId));
+    for (const t of c.trials) {
+      const e = encodeTrial(tok, t, { contextLength: 1024, contextLoss: true, actionWeight: 4 });
+      const assistant = t.messages.filter((m) => m.role === "assistant");
+      const ofKind = (k: string) =>
+        assistant
+          .filter((_, i) => t.kinds[i] === k)
+          .map((m) => m.content)
+          .join("");
+      assert.equal(textOf(e, 4), ofKind("action"));
+      assert.ok(textOf(e, 1).includes(ofKind("reflection").slice(0, 20)));
+      assert.equal(
+        e.scored,
+        encodeTrial(tok, t, { contextLength: 1024, contextLoss: true }).scored,
+        "weights change no token's scored status",
+      );
+    }
+    const t = c.trials[0];
+    assert.throws(() => encodeTrial(tok, t, { contextLength: 1024, actionWeight: 0 }), /actionWeight/);
+    assert.throws(() => encodeTrial(tok, t, { contextLength: 1024, actionWeight: 256 }), /actionWeight/);
+  });
 });
 
 describe("mage pretrain", () => {

@@ -6,7 +6,7 @@ import { selectKernels } from "../../src/model/kernels/select.js";
 import type { Kernels } from "../../src/model/kernels/types.js";
 import { Learner } from "../../src/model/learner.js";
 import type { Batch } from "../../src/model/transformer.js";
-import { sftLoss } from "../../src/train/pretrain/sft.js";
+import { sftLossFor } from "../../src/train/pretrain/sft.js";
 import { SftShardPool, shardBatch } from "../../src/train/pretrain/sft-shards.js";
 
 const config = presetConfig("tiny", { vocabSize: 200, contextLength: 256 });
@@ -15,7 +15,8 @@ function randomBatch(seed: number, lengths: number[]): Batch {
   const rng = Rng.seeded(seed);
   const sequences = lengths.map((n) => Int32Array.from({ length: n }, () => rng.int(config.vocabSize)));
   const lossMask = lengths.map((n) => {
-    const m = Uint8Array.from({ length: n }, () => (rng.bernoulli(0.7) ? 1 : 0));
+    // Mask values are loss weights: 0 (unscored), 1 or 3.
+    const m = Uint8Array.from({ length: n }, () => (rng.bernoulli(0.3) ? 0 : rng.bernoulli(0.5) ? 1 : 3));
     m[0] = 0;
     return m;
   });
@@ -73,7 +74,7 @@ describe("SftShardPool", () => {
   it("adds up to the single-thread gradient and loss of the whole batch", async () => {
     const batch = randomBatch(3, [180, 40, 120, 90, 60, 150]);
     const one = learner(kernels);
-    const ref = one.accumulate(batch, sftLoss);
+    const ref = one.accumulate(batch, sftLossFor(batch));
     const two = learner(kernels);
     const got = await pool.accumulate(two, batch);
     assert.ok(Math.abs(got.loss - ref.loss) <= 1e-9 * ref.loss, `${got.loss} vs ${ref.loss}`);

@@ -14,7 +14,7 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
-  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--shards N] [--json]";
+  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--shards N] [--json]";
 
 function intFlag(name: string, v: string | undefined, min: number): number | undefined {
   if (v === undefined) return undefined;
@@ -92,6 +92,7 @@ export const command: Command = {
           "answers-only": { type: "boolean", default: false },
           "batch-tokens": { type: "string" },
           shards: { type: "string" },
+          "action-weight": { type: "string" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -119,6 +120,7 @@ export const command: Command = {
       evalTrials: intFlag("eval-trials", str("eval-trials"), 1),
       batchTokens: intFlag("batch-tokens", str("batch-tokens"), 1),
       shards: intFlag("shards", str("shards"), 1),
+      actionWeight: intFlag("action-weight", str("action-weight"), 1),
       lr: numberFlag("lr", str("lr")),
       initStd: numberFlag("init-std", str("init-std")),
       contextLoss: values["answers-only"] ? false : undefined,

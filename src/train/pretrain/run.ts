@@ -52,6 +52,8 @@ export interface PretrainSettings {
   contextLoss: boolean;
   /** Share of play answers that are deliberately malformed in the corpus. */
   malformedRate: number;
+  /** Loss weight of the tokens of well-formed play answers (every other scored token weighs 1). */
+  actionWeight: number;
   /**
    * Each batch's gradient is computed in this many shards, one thread each (see sft-shards.ts).
    * The result depends on this count, not on how many cores run it.
@@ -83,6 +85,7 @@ const SHARED_SETTINGS = {
   minLrRatio: 0.1,
   weightDecay: 0.01,
   malformedRate: 0.02,
+  actionWeight: 1,
   shards: 2,
 } as const;
 
@@ -202,6 +205,8 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   if (!(Number.isInteger(s.steps) && s.steps >= 0))
     throw new UsageError(`steps must be an integer ≥ 0, got ${s.steps}`);
   if (!(Number.isFinite(s.lr) && s.lr > 0)) throw new UsageError(`lr must be a number > 0, got ${s.lr}`);
+  if (!(Number.isInteger(s.actionWeight) && s.actionWeight >= 1 && s.actionWeight <= 255))
+    throw new UsageError(`actionWeight must be an integer in [1, 255], got ${s.actionWeight}`);
   if (!(Number.isFinite(s.initStd) && s.initStd > 0))
     throw new UsageError(`initStd must be a number > 0, got ${s.initStd}`);
   if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
@@ -246,7 +251,11 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   const tokenizer = trainTokenizer(corpusTexts(corpus), { vocabSize: Math.min(1024, baseConfig.vocabSize) });
   const config = presetConfig(s.preset, { vocabSize: tokenizer.vocabSize });
   const examples = corpus.trials.map((trial) =>
-    encodeTrial(tokenizer, trial, { contextLength: config.contextLength, contextLoss: s.contextLoss }),
+    encodeTrial(tokenizer, trial, {
+      contextLength: config.contextLength,
+      contextLoss: s.contextLoss,
+      actionWeight: s.actionWeight,
+    }),
   );
   const tokenizerMs = performance.now() - t;
   cpu.tokenizerMs = lap();

@@ -8,7 +8,7 @@ import type { ModelConfig } from "../../model/config.js";
 import { selectKernels } from "../../model/kernels/select.js";
 import { paramsOn } from "../../model/params.js";
 import { backward, forwardTrain } from "../../model/transformer.js";
-import { weightedSftLoss } from "./sft.js";
+import { sftLossFor } from "./sft.js";
 
 export interface ShardWorkerData {
   config: ModelConfig;
@@ -20,8 +20,8 @@ export interface ShardWorkerData {
 export interface ShardRequest {
   sequences: Int32Array[];
   lossMask: Uint8Array[];
-  /** Scored tokens in the whole batch (the loss is the mean over all of them). */
-  batchScored: number;
+  /** Loss weight of the whole batch (see `sftLossFor`). */
+  totalWeight: number;
 }
 
 export type ShardReply =
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
     try {
       grads.flat.fill(0);
       const fw = forwardTrain(params, req, kernels, true);
-      const res = weightedSftLoss(req.batchScored)(fw.stats);
+      const res = sftLossFor(req, req.totalWeight)(fw.stats);
       backward(fw, res.dLogp, res.dEntropy, grads);
       reply = { ok: true, loss: res.loss, scored: fw.scored, tokens: fw.tokens };
     } catch (e) {

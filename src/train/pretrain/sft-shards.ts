@@ -11,7 +11,7 @@ import { type ModelConfig, parameterCount } from "../../model/config.js";
 import type { Kernels } from "../../model/kernels/types.js";
 import type { AccumulateResult, Learner, UpdateMetrics } from "../../model/learner.js";
 import type { Batch } from "../../model/transformer.js";
-import { weightedSftLoss } from "./sft.js";
+import { batchWeight, sftLossFor } from "./sft.js";
 import type { ShardReply, ShardRequest, ShardWorkerData } from "./sft-shard-worker.js";
 
 /**
@@ -39,12 +39,6 @@ export function shardBatch(batch: Batch, n: number): Batch[] {
     shards[owner[i]].lossMask.push(batch.lossMask[i]);
   });
   return shards.filter((s) => s.sequences.length > 0);
-}
-
-function scoredIn(batch: Batch): number {
-  let n = 0;
-  for (const m of batch.lossMask) for (let i = 0; i < m.length; i++) n += m[i];
-  return n;
 }
 
 /** A worker running the TypeScript source goes through tsx (tests and `tsx` runs); the build runs the .js. */
@@ -144,17 +138,17 @@ export class SftShardPool {
     return { ...st, ...acc, ms: performance.now() - t0 };
   }
 
-  /** Adds the gradient of the SFT loss of `batch` (mean over its scored tokens) into `learner.grads`. */
+  /** Adds the gradient of the SFT loss of `batch` (`sftLossFor`) into `learner.grads`. */
   async accumulate(learner: Learner, batch: Batch): Promise<AccumulateResult> {
     const parts = shardBatch(batch, this.shards);
-    const batchScored = scoredIn(batch);
+    const totalWeight = batchWeight(batch);
     this.sharedParams.set(learner.params.flat);
     const remote = parts
       .slice(1)
-      .map((p, k) => this.workers[k].run({ sequences: p.sequences, lossMask: p.lossMask, batchScored }));
+      .map((p, k) => this.workers[k].run({ sequences: p.sequences, lossMask: p.lossMask, totalWeight }));
     // Unhandled-rejection guard: a worker failure surfaces through Promise.all below.
     for (const r of remote) r.catch(() => {});
-    const own = learner.accumulate(parts[0], weightedSftLoss(batchScored));
+    const own = learner.accumulate(parts[0], sftLossFor(parts[0], totalWeight));
     const replies = await Promise.all(remote);
     const g = learner.grads.flat;
     let loss = own.loss;

@@ -19,7 +19,10 @@ import type { Batch } from "../../model/transformer.js";
 import type { CorpusTrial } from "./corpus.js";
 import type { SftShardPool } from "./sft-shards.js";
 
-/** One training sequence: token ids and the mask of scored positions. */
+/**
+ * One training sequence: token ids and the mask of scored positions. A mask value is the token's
+ * integer weight in the loss (0: not scored); the model only tells zero from nonzero.
+ */
 export interface SftExample {
   ids: Int32Array;
   mask: Uint8Array;
@@ -34,6 +37,8 @@ export interface EncodeOptions {
   contextLoss?: boolean;
   /** Longer transcripts are cut to this many tokens (the model's context). */
   contextLength: number;
+  /** Loss weight of the tokens of well-formed play answers, an integer 1–255 (default 1). */
+  actionWeight?: number;
 }
 
 /** Renders a corpus trial with the chat template and marks its assistant tokens for the loss. */
@@ -43,37 +48,55 @@ export function encodeTrial(tok: Tokenizer, trial: CorpusTrial, opts: EncodeOpti
   const ids = Int32Array.from(rendered.ids.slice(0, n));
   const mask = new Uint8Array(n);
   if (opts.contextLoss) mask.fill(1);
+  const actionWeight = opts.actionWeight ?? 1;
+  if (!(Number.isInteger(actionWeight) && actionWeight >= 1 && actionWeight <= 255))
+    throw new RangeError(`actionWeight must be an integer in [1, 255], got ${actionWeight}`);
   rendered.assistantSpans.forEach((span, i) => {
-    const scored = !(trial.kinds[i] === "malformed" && !opts.trainOnMalformed);
-    mask.fill(scored ? 1 : 0, Math.min(span.start, n), Math.min(span.end, n));
+    const kind = trial.kinds[i];
+    const weight =
+      kind === "malformed" ? (opts.trainOnMalformed ? 1 : 0) : kind === "action" ? actionWeight : 1;
+    mask.fill(weight, Math.min(span.start, n), Math.min(span.end, n));
   });
   mask[0] = 0;
   let scored = 0;
-  for (let i = 0; i < n; i++) scored += mask[i];
+  for (let i = 0; i < n; i++) if (mask[i] > 0) scored++;
   return { ids, mask, scored };
 }
 
+/** Total loss weight of `batch`: the sum of its mask values. */
+export function batchWeight(batch: Batch): number {
+  let w = 0;
+  for (const m of batch.lossMask) for (let i = 0; i < m.length; i++) w += m[i];
+  return w;
+}
+
 /**
- * Cross-entropy of a shard of a batch whose `batchScored` tokens are scored in all: −Σ log π / batchScored,
- * so the shards' losses and gradients add up to those of the whole batch.
+ * Weighted cross-entropy of `part` (the batch or a shard of it) when the whole batch weighs
+ * `totalWeight`: Σ w·(−log π) / totalWeight, w being each scored token's mask value, so the
+ * shards' losses and gradients add up to those of the whole batch.
  */
-export function weightedSftLoss(batchScored: number): LossFn {
+export function sftLossFor(part: Batch, totalWeight: number = batchWeight(part)): LossFn {
+  const weights: number[] = [];
+  for (const m of part.lossMask) for (let t = 1; t < m.length; t++) if (m[t] > 0) weights.push(m[t]);
   return (stats) => {
     const n = stats.logp.length;
+    if (n !== weights.length)
+      throw new Error(`SFT loss: ${n} scored tokens, but the masks weigh ${weights.length}`);
     let sum = 0;
-    for (let i = 0; i < n; i++) sum += stats.logp[i];
-    const dLogp = new Float64Array(n).fill(batchScored > 0 ? -1 / batchScored : 0);
+    const dLogp = new Float64Array(n);
+    if (totalWeight > 0)
+      for (let i = 0; i < n; i++) {
+        sum += weights[i] * stats.logp[i];
+        dLogp[i] = -weights[i] / totalWeight;
+      }
     return {
-      loss: batchScored > 0 ? -sum / batchScored : 0,
+      loss: totalWeight > 0 ? -sum / totalWeight : 0,
       dLogp,
       dEntropy: new Float64Array(n),
       metrics: { scored: n },
     };
   };
 }
-
-/** Cross-entropy on the scored tokens: loss = −mean(log π), so dLoss/dLogp = −1/N. */
-export const sftLoss: LossFn = (stats) => weightedSftLoss(stats.logp.length)(stats);
 
 /**
  * An endless stream of batches: sequences in a fresh shuffle every epoch, packed greedily up to
@@ -164,7 +187,7 @@ export async function runSft(
   const t0 = performance.now();
   for (let s = 0; s < opts.steps; s++) {
     const batch = stream.next();
-    const m = opts.pool ? await opts.pool.update(learner, batch) : learner.update(batch, sftLoss);
+    const m = opts.pool ? await opts.pool.update(learner, batch) : learner.update(batch, sftLossFor(batch));
     losses.push(m.loss);
     tokens += m.tokens;
     scored += m.scored;
