@@ -14,7 +14,7 @@ import { trainTokenizer } from "../../src/model/tokenizer.js";
 import { EmbeddedPolicy } from "../../src/policy/embedded.js";
 import { TRAIN_SAMPLING } from "../../src/policy/types.js";
 import { buildCorpus, type Corpus, corpusTexts, malformedKinds } from "../../src/train/pretrain/corpus.js";
-import { REPORT_FILE, runPretrain } from "../../src/train/pretrain/run.js";
+import { PRETRAIN_DEFAULTS, REPORT_FILE, runPretrain } from "../../src/train/pretrain/run.js";
 import { encodeTrial } from "../../src/train/pretrain/sft.js";
 
 const STRATEGY_WORDS = /\b(should|better|best|optimal|instead|next time|mistake|always|never)\b/i;
@@ -226,6 +226,10 @@ describe("mage pretrain", () => {
     assert.equal(report.evaluation?.targets.length, 4);
     const onDisk = JSON.parse(readFileSync(join(out, REPORT_FILE), "utf8"));
     assert.equal(onDisk.sft.steps, 16);
+    // the recorded settings are the recipe's, with the overrides, and nothing of the run options
+    assert.deepEqual(Object.keys(onDisk.settings).sort(), Object.keys(PRETRAIN_DEFAULTS.kuhn).sort());
+    assert.equal(onDisk.settings.steps, 16);
+    assert.equal(onDisk.settings.shards, 2);
     assert.equal(onDisk.kernels, report.kernels);
 
     const ck = await loadCheckpoint(out);

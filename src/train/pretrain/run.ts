@@ -65,8 +65,9 @@ export interface PretrainSettings {
  * Version of the pretraining recipe (corpus, compact prompts, loss). Bump it when a change makes
  * models pretrained with the same settings differ, so experiment grids pretrain afresh.
  * 2: coordinate TicTacToe boards and the whole-transcript loss.
+ * 3: data-parallel SFT in 2 shards; TicTacToe weighs its play answers ×4 and runs 1,200 steps.
  */
-export const PRETRAIN_RECIPE = 2;
+export const PRETRAIN_RECIPE = 3;
 
 /**
  * Defaults per game, sized for the 5-minute budget on 2 cores (see docs/design.md, "Pretraining").
@@ -91,7 +92,7 @@ const SHARED_SETTINGS = {
 
 export const PRETRAIN_DEFAULTS: Record<PretrainGame, PretrainSettings> = {
   kuhn: { ...SHARED_SETTINGS, steps: 500, corpusTrials: 1500, evalTrials: 200 },
-  tictactoe: { ...SHARED_SETTINGS, steps: 900, corpusTrials: 1500, evalTrials: 60 },
+  tictactoe: { ...SHARED_SETTINGS, steps: 1200, actionWeight: 4, corpusTrials: 1500, evalTrials: 60 },
   sokoban: { ...SHARED_SETTINGS, steps: 160, corpusTrials: 1000, evalTrials: 40 },
   minesweeper: { ...SHARED_SETTINGS, steps: 160, corpusTrials: 1000, evalTrials: 40 },
 };
@@ -199,7 +200,10 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   const t0 = performance.now();
   const c0 = cpuMs();
   const game = checkPretrainGame(opts.game);
-  const defined = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined));
+  // Only the settings' own keys: the report and checkpoint record `settings`, not the run options.
+  const defined = Object.fromEntries(
+    Object.entries(opts).filter(([k, v]) => v !== undefined && k in PRETRAIN_DEFAULTS[game]),
+  );
   const s: PretrainSettings = { ...PRETRAIN_DEFAULTS[game], ...(defined as Partial<PretrainSettings>) };
   for (const k of ["corpusTrials", "evalTrials", "batchTokens", "shards"] as const) checkPositiveInt(k, s[k]);
   if (!(Number.isInteger(s.steps) && s.steps >= 0))
