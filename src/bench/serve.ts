@@ -14,7 +14,8 @@ import { paramsFromMap, ServeEngine } from "../serve/engine.js";
 import { startServer } from "../serve/server.js";
 
 /**
- * Serving throughput of the `small` preset with random weights.
+ * Serving throughput of the `small` preset with random weights (MAGE_BENCH_SERVE_PRESET=tiny|base
+ * picks another preset).
  *
  * 1. 32 concurrent chat requests (short prompts, 32 new tokens, T 1): generated tokens/s through
  *    `mage serve` over HTTP (server and client in this process, loopback) vs the in-process
@@ -84,12 +85,13 @@ export async function run(): Promise<void> {
   const rng = Rng.seeded("bench-serve");
   const corpus = Array.from({ length: 400 }, (_, i) => words(rng.derive("corpus", i), 40));
   const tok = trainTokenizer(corpus, { vocabSize: 1024 });
-  const config = presetConfig("small", { vocabSize: tok.vocabSize });
+  const preset = process.env.MAGE_BENCH_SERVE_PRESET || "small";
+  const config = presetConfig(preset, { vocabSize: tok.vocabSize });
   const weights = randomWeights(config, 1);
   const params = paramsFromMap(config, weights);
   const kernels = await selectKernels("auto");
   console.log(
-    `small preset: d ${config.dModel}, ${config.nLayers} layers, vocab ${config.vocabSize}, random weights; ` +
+    `${preset} preset: d ${config.dModel}, ${config.nLayers} layers, vocab ${config.vocabSize}, random weights; ` +
       `kernels ${kernels.name}; ${cpus().length} CPUs, load ${loadavg()[0].toFixed(2)}`,
   );
   const sampling: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: NEW_TOKENS, stop: [] };
@@ -174,7 +176,7 @@ export async function run(): Promise<void> {
   }
   const dir = await mkdtemp(join(tmpdir(), "mage-bench-serve-"));
   try {
-    const path = join(dir, "small-f32.gguf");
+    const path = join(dir, `${preset}-f32.gguf`);
     await exportGguf(path, { config, params: weights, tokenizer: tok, type: "F32" });
     const gguf = await GgufPolicy.load({ path, threads: 1, sequences: 16, contextSize: 256 });
     try {
