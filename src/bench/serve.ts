@@ -12,6 +12,7 @@ import { GgufPolicy, nodeLlamaCppAvailable } from "../policy/gguf.js";
 import type { ChatMessage, GenerateRequest, Generation, SamplingParams } from "../policy/types.js";
 import { paramsFromMap, ServeEngine } from "../serve/engine.js";
 import { startServer } from "../serve/server.js";
+import { median } from "./median.js";
 
 /**
  * Serving throughput of the `small` preset with random weights (MAGE_BENCH_SERVE_PRESET=tiny|base
@@ -32,11 +33,6 @@ const NEW_TOKENS = 32;
 const REPS = 3;
 /** Rounds of the HTTP vs in-process comparison (alternating, medians compared). */
 const HTTP_REPS = 5;
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 function words(rng: Rng, n: number): string {
   const syll = [

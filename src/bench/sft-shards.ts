@@ -12,14 +12,10 @@ import { Learner } from "../model/learner.js";
 import type { Batch } from "../model/transformer.js";
 import { sftLossFor } from "../train/pretrain/sft.js";
 import { SftShardPool } from "../train/pretrain/sft-shards.js";
+import { median } from "./median.js";
 
 const STEPS = 8;
 const SHARDS = [1, 2, 3];
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 export async function run(): Promise<void> {
   const config = presetConfig("tiny", { vocabSize: 1024 });

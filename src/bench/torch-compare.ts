@@ -35,6 +35,7 @@ import { initParams } from "../model/params.js";
 import { paramsToMap } from "../model/params-io.js";
 import { readSafetensors, type TensorInput, writeSafetensors } from "../model/safetensors.js";
 import type { Batch } from "../model/transformer.js";
+import { median } from "./median.js";
 
 const ENTROPY_COEF = 0.01;
 const LR = 1e-4;
@@ -196,11 +197,6 @@ function maxRelDiff(
     if (rel > worst.rel || Number.isNaN(rel)) worst = { rel, name };
   }
   return worst;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
 }
 
 interface Ours {

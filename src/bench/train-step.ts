@@ -13,6 +13,7 @@ import type { Kernels } from "../model/kernels/types.js";
 import { Learner } from "../model/learner.js";
 import type { LossFn } from "../model/loss-types.js";
 import { type Batch, backward, forwardTrain } from "../model/transformer.js";
+import { median } from "./median.js";
 
 interface Case {
   preset: "tiny" | "base";
@@ -38,11 +39,6 @@ function pgLoss(adv: Float64Array): LossFn {
     }
     return { loss, dLogp, dEntropy, metrics: {} };
   };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
 }
 
 async function kernelSets(): Promise<Kernels[]> {

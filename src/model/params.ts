@@ -1,11 +1,5 @@
 import type { Rng } from "../core/rng.js";
-import {
-  type ModelConfig,
-  type ParamSpec,
-  parameterCount,
-  paramSpecs,
-  validateModelConfig,
-} from "./config.js";
+import { type ModelConfig, type ParamSpec, paramSpecs, validateModelConfig } from "./config.js";
 
 /**
  * The parameter container: every tensor of `paramSpecs(config)`, in that order, as a view
@@ -47,11 +41,8 @@ function numel(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
-/**
- * A container whose tensors are views into `flat` (not copied), e.g. a Float32Array over a
- * SharedArrayBuffer that another thread reads or writes.
- */
-export function paramsOn(config: ModelConfig, flat: Float32Array): ModelParams {
+/** Tensor specs of `config`, each tensor's start in the flat array, and the total. */
+function layoutOf(config: ModelConfig): { specs: readonly ParamSpec[]; offsets: number[]; total: number } {
   validateModelConfig(config);
   const specs = paramSpecs(config);
   const offsets: number[] = [];
@@ -60,16 +51,34 @@ export function paramsOn(config: ModelConfig, flat: Float32Array): ModelParams {
     offsets.push(total);
     total += numel(s.shape);
   }
-  if (flat.length !== total)
-    throw new RangeError(`parameter buffer holds ${flat.length} floats, the model needs ${total}`);
+  return { specs, offsets, total };
+}
+
+function viewsOn(
+  config: ModelConfig,
+  flat: Float32Array,
+  specs: readonly ParamSpec[],
+  offsets: number[],
+): ModelParams {
   const tensors = specs.map((s, i) => flat.subarray(offsets[i], offsets[i] + numel(s.shape)));
   return { config: { ...config }, specs, flat, tensors, offsets };
 }
 
+/**
+ * A container whose tensors are views into `flat` (not copied), e.g. a Float32Array over a
+ * SharedArrayBuffer that another thread reads or writes.
+ */
+export function paramsOn(config: ModelConfig, flat: Float32Array): ModelParams {
+  const { specs, offsets, total } = layoutOf(config);
+  if (flat.length !== total)
+    throw new RangeError(`parameter buffer holds ${flat.length} floats, the model needs ${total}`);
+  return viewsOn(config, flat, specs, offsets);
+}
+
 /** A zero-filled container for `config` (also what gradients start as). */
 export function allocParams(config: ModelConfig): ModelParams {
-  validateModelConfig(config);
-  return paramsOn(config, new Float32Array(parameterCount(config)));
+  const { specs, offsets, total } = layoutOf(config);
+  return viewsOn(config, new Float32Array(total), specs, offsets);
 }
 
 /** A zero-filled container with the same layout as `p` (for gradients). */
