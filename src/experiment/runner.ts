@@ -16,6 +16,7 @@ import { UsageError } from "../core/errors.js";
 import { collectRunMeta } from "../train/run-meta.js";
 import { SUMMARY_FORMAT } from "../train/summary.js";
 import { type ExperimentPlan, type PlannedPretrain, type PlannedRun, pretrainArgs } from "./spec.js";
+import { checkNoStaleRuns } from "./stale.js";
 
 /**
  * `mage experiment`: runs a plan's jobs as child `mage` processes, `jobs` at a time. Resumable by
@@ -151,6 +152,7 @@ export async function runExperiment(
   const jobsAtOnce = opts.jobs ?? plan.spec.jobs;
   const t0 = performance.now();
   const elapsed = () => (performance.now() - t0) / 1000;
+  checkNoStaleRuns(plan);
   const releaseLock = takeLock(join(plan.spec.runsDir, plan.spec.name, ".lock"));
   try {
     return await runLocked(plan, opts, log, jobsAtOnce, elapsed);

@@ -1,8 +1,10 @@
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { parse as parseYaml } from "yaml";
 import { RoleBaselines } from "../algo/advantages.js";
 import { writeFileAtomic } from "../core/atomic-write.js";
+import { configDifferences } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
 import { type EvalCell, evaluate, formatBeforeAfter, formatCells } from "../evaluate/evaluate.js";
 import { loadCheckpoint, saveCheckpoint } from "../model/checkpoint.js";
@@ -100,6 +102,33 @@ async function latestCheckpoint(outDir: string): Promise<string | null> {
   return names.length > 0 ? join(dir, names[names.length - 1]) : null;
 }
 
+/**
+ * What a resumed run may change: how long it trains, how often it checkpoints, how it is
+ * evaluated and which kernels compute it. Anything else would splice two different runs into one.
+ */
+const RESUMABLE_CHANGES = /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|model\.kernels)$/;
+
+function refuseChangedConfig(outDir: string, config: MageConfig): void {
+  const file = join(outDir, "config.yaml");
+  if (!existsSync(file)) return;
+  let stored: unknown;
+  try {
+    stored = parseYaml(readFileSync(file, "utf8"));
+  } catch {
+    return;
+  }
+  const diff = configDifferences(stored, JSON.parse(JSON.stringify(config)), (p) =>
+    RESUMABLE_CHANGES.test(p),
+  );
+  if (diff.length === 0) return;
+  throw new UsageError(
+    `run directory ${outDir} was started with another config, so --resume would mix two runs:\n  ` +
+      `${diff.join("\n  ")}\n` +
+      "Restore those settings to continue it, or choose a new --out. (A resumed run may change " +
+      "train.iterations, train.checkpointEvery, eval and model.kernels.)",
+  );
+}
+
 export async function train(opts: TrainOptions): Promise<TrainResult> {
   const { config, outDir } = opts;
   const log = opts.log ?? ((m: string) => console.error(m));
@@ -114,6 +143,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     );
   }
   if (opts.resume && !resumeFrom) log(`no checkpoint in ${outDir} yet: starting from the beginning`);
+
+  if (resumeFrom && opts.resume) refuseChangedConfig(outDir, config);
 
   const kernels: Kernels = await selectKernels(config.model.kernels);
   const meta: RunMeta = collectRunMeta(kernels.name);

@@ -165,6 +165,21 @@ describe("experiment run", () => {
     assert.ok(!again.some((l) => l.includes("start ")));
     assert.ok(existsSync(join(root, "runs", "smoke", "alpha-s0", "train.log")));
     assert.ok(!existsSync(join(root, "runs", "smoke", ".lock")), "the lock is released");
+
+    // A method config edited after the grid ran: its old runs must not pass for the new plan.
+    const configFile = join(root, "tiny.yaml");
+    writeFileSync(configFile, readFileSync(configFile, "utf8").replace("groupSize: 2", "groupSize: 3"));
+    await assert.rejects(
+      runExperiment(planExperiment(readExperiment(file), file), { log: () => {}, statusEverySeconds: 0 }),
+      (e: unknown) =>
+        e instanceof UsageError &&
+        /alpha-s0: .*alpha-s0\.json was made with another config \(rollout\.groupSize: 2 → 3\)/.test(
+          e.message,
+        ) &&
+        e.message.includes("beta-s1"),
+    );
+    assert.ok(existsSync(join(results, "alpha-s0.json")), "nothing is deleted");
+    assert.ok(!existsSync(join(root, "runs", "smoke", ".lock")), "nothing was started");
   });
 
   it("refuses to run a grid that another live process holds", async () => {

@@ -118,5 +118,14 @@ describe("resume", () => {
       train({ config, outDir: out, resume: false, progress: false, log: () => {} }),
       /--resume/,
     );
+    // Resuming with another learning rate would splice two runs; more iterations extend the run.
+    const changed = loadConfig(cfgPath, ["optim.lr=0.5"]);
+    await assert.rejects(
+      train({ config: changed, outDir: out, resume: true, progress: false, log: () => {} }),
+      /another config[\s\S]*optim\.lr: [0-9.e-]+ → 0\.5/,
+    );
+    const longer = loadConfig(cfgPath, ["train.iterations=2", "eval.finalTrials=2"]);
+    const result = await train({ config: longer, outDir: out, resume: true, progress: false, log: () => {} });
+    assert.equal(result.summary.iterationsDone, 2);
   });
 });

@@ -1,6 +1,7 @@
 import { UsageError } from "../../core/errors.js";
 import { runExperiment } from "../../experiment/runner.js";
 import { planExperiment, readExperiment } from "../../experiment/spec.js";
+import { checkNoStaleRuns } from "../../experiment/stale.js";
 import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
@@ -61,6 +62,7 @@ export const command: Command = {
         console.log(
           `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}`,
         );
+      checkNoStaleRuns(plan);
       return 0;
     }
     let stopRequested = false;
