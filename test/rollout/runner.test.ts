@@ -197,4 +197,33 @@ describe("trial runner", () => {
       assert.equal(lastPlay.reward, 5 * t.attempts[0].score);
     }
   });
+  it("charges a TicTacToe game cut off by invalid answers as a loss, not a draw", async () => {
+    const def = await loadTask("tictactoe");
+    const stall: Policy = {
+      name: "stall",
+      async generate(requests) {
+        return requests.map(() => ({
+          text: "<action>(9, 9)</action>",
+          tokenIds: [1],
+          logprobs: [-1],
+          finishReason: "stop",
+          promptTokens: 1,
+        }));
+      },
+    };
+    const trials = await runTrials(
+      specs(4, ["mcts:10"]),
+      (s) => def.create({ opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }),
+      stall,
+      Rng.seeded(3),
+      { ...OPTS, attempts: 2, maxTurns: 3 },
+    );
+    for (const t of trials) {
+      for (const a of t.attempts) {
+        assert.deepEqual([a.finished, a.forfeited, a.won, a.draw], [false, true, false, false]);
+        assert.equal(a.score, -1);
+        assert.equal(a.reward, -10);
+      }
+    }
+  });
 });
