@@ -74,6 +74,12 @@ export interface GenerateOptions {
   kvCacheBytes?: number;
   /** Prefill identical prompts once and copy the cache (default true; results are identical). */
   sharePrompts?: boolean;
+  /**
+   * Called with each token as it is sampled (request index, token id, its log-prob), in sampling
+   * order; it must not call back into this sampler. With `generateAsync` the tokens of a decode
+   * step are reported before the event loop runs, so a server can stream them.
+   */
+  onToken?: (request: number, tokenId: number, logprob: number) => void;
 }
 
 /** Where the time of the last `generate` call went. */
@@ -208,6 +214,8 @@ function bindWeights(source: WeightSource, c: ModelConfig): BoundWeights {
 
 /** Per-request state inside one `generate` call. */
 interface SeqState {
+  /** Position of the request in the call. */
+  index: number;
   req: SampleRequest;
   cache: KvCache;
   rng: Rng;
@@ -373,16 +381,81 @@ export class Sampler {
     requests: readonly SampleRequest[],
     options: GenerateOptions = {},
   ): SampleOutput[] {
-    const c = this.config;
-    const seqs: SeqState[] = requests.map((req, i) => this.prepare(req, i, options));
+    const seqs = this.begin(params, requests, options);
+    try {
+      for (const wave of this.waves(seqs, options)) {
+        try {
+          const active = this.prefillWave(wave, options);
+          let n = active.length;
+          while (n > 0) n = this.decodeStep(active, n, options);
+        } finally {
+          this.endWave(wave);
+        }
+      }
+      return seqs.map((s) => s.out);
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /**
+   * `generate`, giving the event loop a turn after the prefill of each wave and after every decode
+   * step (so `onToken` output can be sent while sampling goes on). Same results as `generate`.
+   * One call at a time per sampler: the work buffers are shared.
+   */
+  async generateAsync(
+    params: WeightSource,
+    requests: readonly SampleRequest[],
+    options: GenerateOptions = {},
+  ): Promise<SampleOutput[]> {
+    const seqs = this.begin(params, requests, options);
+    const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      for (const wave of this.waves(seqs, options)) {
+        try {
+          const active = this.prefillWave(wave, options);
+          let n = active.length;
+          await turn();
+          while (n > 0) {
+            n = this.decodeStep(active, n, options);
+            await turn();
+          }
+        } finally {
+          this.endWave(wave);
+        }
+      }
+      return seqs.map((s) => s.out);
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private busy = false;
+
+  /** Validates the requests and claims the work buffers (one generation at a time). */
+  private begin(
+    params: WeightSource,
+    requests: readonly SampleRequest[],
+    options: GenerateOptions,
+  ): SeqState[] {
+    if (this.busy)
+      throw new Error("this Sampler is already generating (generateAsync in flight); use one per caller");
+    const seqs = requests.map((req, i) => this.prepare(req, i, options));
     this.bind(params);
     this.stats = { prefillTokens: 0, prefillMs: 0, decodeSteps: 0, decodeTokens: 0, decodeMs: 0 };
+    this.busy = true;
+    return seqs;
+  }
+
+  /** Successive waves: as many sequences as fit the concurrency and memory limits. */
+  private waves(seqs: SeqState[], options: GenerateOptions): SeqState[][] {
+    const c = this.config;
     const maxConcurrent = options.maxConcurrent ?? 64;
     const budget = options.kvCacheBytes ?? 512 * 1024 * 1024;
     const perPos = 2 * c.nLayers * c.dModel * 4;
+    const out: SeqState[][] = [];
     let next = 0;
     while (next < seqs.length) {
-      // One wave: as many sequences as fit the concurrency and memory limits.
       const wave: SeqState[] = [];
       let bytes = 0;
       while (next < seqs.length && wave.length < maxConcurrent) {
@@ -393,9 +466,9 @@ export class Sampler {
         wave.push(s);
         next++;
       }
-      this.runWave(wave, options);
+      out.push(wave);
     }
-    return seqs.map((s) => s.out);
+    return out;
   }
 
   private prepare(req: SampleRequest, index: number, options: GenerateOptions): SeqState {
@@ -424,6 +497,7 @@ export class Sampler {
       throw new UsageError(`${where} has stop strings but generate() was given no decode function`);
     const longest = stopStrings.reduce((m, s) => Math.max(m, s.length), 0);
     return {
+      index,
       req,
       cache: null as unknown as KvCache,
       rng: Rng.seeded(req.seed >>> 0).derive("sampler"),
@@ -437,107 +511,111 @@ export class Sampler {
     };
   }
 
-  private runWave(wave: SeqState[], options: GenerateOptions): void {
+  /** Gives the wave its caches, prefills the prompts and samples each first token; returns the sequences still going. */
+  private prefillWave(wave: SeqState[], options: GenerateOptions): SeqState[] {
     const chunk = Math.max(1, options.prefillChunk ?? 512);
     const share = options.sharePrompts ?? true;
     for (const s of wave) s.cache = this.newCache(s.req.promptIds.length + s.maxTokens);
-    try {
-      // Leaders prefill; followers (identical prompt) copy the leader's cache and logits.
-      const followers = new Map<SeqState, SeqState[]>();
-      const leaders: SeqState[] = [];
-      const byPrompt = new Map<string, SeqState>();
-      for (const s of wave) {
-        if (s.done) continue;
-        if (share) {
-          const key = s.req.promptIds.join(",");
-          const lead = byPrompt.get(key);
-          if (lead) {
-            followers.get(lead)!.push(s);
-            continue;
-          }
-          byPrompt.set(key, s);
+    // Leaders prefill; followers (identical prompt) copy the leader's cache and logits.
+    const followers = new Map<SeqState, SeqState[]>();
+    const leaders: SeqState[] = [];
+    const byPrompt = new Map<string, SeqState>();
+    for (const s of wave) {
+      if (s.done) continue;
+      if (share) {
+        const key = s.req.promptIds.join(",");
+        const lead = byPrompt.get(key);
+        if (lead) {
+          followers.get(lead)!.push(s);
+          continue;
         }
-        leaders.push(s);
-        followers.set(s, []);
+        byPrompt.set(key, s);
       }
-      // Prefill blocks: whole prompts packed up to `chunk` rows; a longer prompt is split at
-      // multiples of `chunk` from its own start, so its block structure never depends on others.
-      type Piece = { s: SeqState; from: number; to: number };
-      let block: Piece[] = [];
-      let rows = 0;
-      const flush = (): void => {
-        if (block.length === 0) return;
-        this.ensureRows(rows);
-        let r = 0;
-        let nl = 0;
-        for (const pc of block) {
-          const ids = pc.s.req.promptIds;
-          for (let i = pc.from; i < pc.to; i++) {
-            this.rowCache[r] = pc.s.cache;
-            this.rowPos[r] = i;
-            this.rowTok[r] = ids[i];
-            this.rowLogit[r] = i === ids.length - 1 ? nl++ : -1;
-            r++;
-          }
-        }
-        this.forward(rows, nl);
-        let li = 0;
-        for (const pc of block) {
-          pc.s.cache.length = pc.to;
-          if (pc.to !== pc.s.req.promptIds.length) continue;
-          const off = li++ * this.config.vocabSize;
-          for (const f of followers.get(pc.s)!) {
-            f.cache.copyPrefix(pc.s.cache, pc.to);
-            this.sampleInto(f, off, options);
-          }
-          this.sampleInto(pc.s, off, options);
-        }
-        block = [];
-        rows = 0;
-      };
-      const t0 = performance.now();
-      for (const s of leaders) {
-        const len = s.req.promptIds.length;
-        this.stats.prefillTokens += len;
-        for (let from = 0; from < len; from += chunk) {
-          const to = Math.min(len, from + chunk);
-          if (rows + (to - from) > chunk) flush();
-          block.push({ s, from, to });
-          rows += to - from;
+      leaders.push(s);
+      followers.set(s, []);
+    }
+    // Prefill blocks: whole prompts packed up to `chunk` rows; a longer prompt is split at
+    // multiples of `chunk` from its own start, so its block structure never depends on others.
+    type Piece = { s: SeqState; from: number; to: number };
+    let block: Piece[] = [];
+    let rows = 0;
+    const flush = (): void => {
+      if (block.length === 0) return;
+      this.ensureRows(rows);
+      let r = 0;
+      let nl = 0;
+      for (const pc of block) {
+        const ids = pc.s.req.promptIds;
+        for (let i = pc.from; i < pc.to; i++) {
+          this.rowCache[r] = pc.s.cache;
+          this.rowPos[r] = i;
+          this.rowTok[r] = ids[i];
+          this.rowLogit[r] = i === ids.length - 1 ? nl++ : -1;
+          r++;
         }
       }
-      flush();
-      const t1 = performance.now();
-      this.stats.prefillMs += t1 - t0;
+      this.forward(rows, nl);
+      let li = 0;
+      for (const pc of block) {
+        pc.s.cache.length = pc.to;
+        if (pc.to !== pc.s.req.promptIds.length) continue;
+        const off = li++ * this.config.vocabSize;
+        for (const f of followers.get(pc.s)!) {
+          f.cache.copyPrefix(pc.s.cache, pc.to);
+          this.sampleInto(f, off, options);
+        }
+        this.sampleInto(pc.s, off, options);
+      }
+      block = [];
+      rows = 0;
+    };
+    const t0 = performance.now();
+    for (const s of leaders) {
+      const len = s.req.promptIds.length;
+      this.stats.prefillTokens += len;
+      for (let from = 0; from < len; from += chunk) {
+        const to = Math.min(len, from + chunk);
+        if (rows + (to - from) > chunk) flush();
+        block.push({ s, from, to });
+        rows += to - from;
+      }
+    }
+    flush();
+    this.stats.prefillMs += performance.now() - t0;
+    const active = wave.filter((s) => !s.done);
+    this.ensureRows(active.length);
+    return active;
+  }
 
-      // Decode: one row per active sequence per step.
-      const active = wave.filter((s) => !s.done);
-      let nActive = active.length;
-      this.ensureRows(nActive);
-      while (nActive > 0) {
-        for (let r = 0; r < nActive; r++) {
-          const s = active[r];
-          const ids = s.out.tokenIds;
-          this.rowCache[r] = s.cache;
-          this.rowPos[r] = s.cache.length;
-          this.rowTok[r] = ids[ids.length - 1];
-          this.rowLogit[r] = r;
-        }
-        this.forward(nActive, nActive);
-        this.stats.decodeSteps++;
-        this.stats.decodeTokens += nActive;
-        let w = 0;
-        for (let r = 0; r < nActive; r++) {
-          const s = active[r];
-          s.cache.length++;
-          this.sampleInto(s, r * this.config.vocabSize, options);
-          if (!s.done) active[w++] = s;
-        }
-        nActive = w;
-      }
-      this.stats.decodeMs += performance.now() - t1;
-    } finally {
-      for (const s of wave) this.releaseCache(s.cache);
+  /** One decode step: one row per sequence in `active[0, n)`; returns how many are still going (compacted to the front). */
+  private decodeStep(active: SeqState[], n: number, options: GenerateOptions): number {
+    const t1 = performance.now();
+    for (let r = 0; r < n; r++) {
+      const s = active[r];
+      const ids = s.out.tokenIds;
+      this.rowCache[r] = s.cache;
+      this.rowPos[r] = s.cache.length;
+      this.rowTok[r] = ids[ids.length - 1];
+      this.rowLogit[r] = r;
+    }
+    this.forward(n, n);
+    this.stats.decodeSteps++;
+    this.stats.decodeTokens += n;
+    let w = 0;
+    for (let r = 0; r < n; r++) {
+      const s = active[r];
+      s.cache.length++;
+      this.sampleInto(s, r * this.config.vocabSize, options);
+      if (!s.done) active[w++] = s;
+    }
+    this.stats.decodeMs += performance.now() - t1;
+    return w;
+  }
+
+  private endWave(wave: SeqState[]): void {
+    for (const s of wave) {
+      if (s.cache) this.releaseCache(s.cache);
+      s.cache = null as unknown as KvCache;
     }
   }
 
@@ -548,6 +626,7 @@ export class Sampler {
     const out = s.out;
     out.tokenIds.push(id);
     out.logprobs.push(this.tokenSampler.logprob);
+    options.onToken?.(s.index, id, this.tokenSampler.logprob);
     if (s.stopIds?.has(id)) {
       out.finishReason = "stop";
       out.stoppedBy = { tokenId: id };

@@ -16,7 +16,13 @@
 import type { ModelConfig } from "../model/config.js";
 import type { Kernels } from "../model/kernels/types.js";
 import type { ModelParams } from "../model/params.js";
-import { type KvCache, type SampleRequest, Sampler } from "../model/sampler.js";
+import {
+  type GenerateOptions,
+  type KvCache,
+  type SampleOutput,
+  type SampleRequest,
+  Sampler,
+} from "../model/sampler.js";
 import { TokenSampler } from "../model/sampling.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import type { GenJob, GenResult } from "./protocol.js";
@@ -67,13 +73,43 @@ export class ServeEngine {
   /** Samples all jobs in one sampler call; results in job order. */
   run(jobs: readonly GenJob[], maxConcurrent = 64): GenResult[] {
     if (jobs.length === 0) return [];
-    const reqs: SampleRequest[] = jobs.map((j) => ({
+    const outs = this.sampler.generate(this.params, this.requests(jobs), this.options(jobs, maxConcurrent));
+    return this.finish(jobs, outs);
+  }
+
+  /**
+   * `run`, letting the event loop turn after every decode step, so jobs with `onToken` hear of
+   * each token while the batch is still sampling. Same results as `run`.
+   */
+  async runAsync(jobs: readonly GenJob[], maxConcurrent = 64): Promise<GenResult[]> {
+    if (jobs.length === 0) return [];
+    const outs = await this.sampler.generateAsync(
+      this.params,
+      this.requests(jobs),
+      this.options(jobs, maxConcurrent),
+    );
+    return this.finish(jobs, outs);
+  }
+
+  private requests(jobs: readonly GenJob[]): SampleRequest[] {
+    return jobs.map((j) => ({
       promptIds: j.promptIds,
       sampling: j.sampling,
       seed: j.seed,
       stopIds: j.stopIds,
     }));
-    const outs = this.sampler.generate(this.params, reqs, { decode: this.decode, maxConcurrent });
+  }
+
+  private options(jobs: readonly GenJob[], maxConcurrent: number): GenerateOptions {
+    const listening = jobs.some((j) => j.onToken);
+    return {
+      decode: this.decode,
+      maxConcurrent,
+      ...(listening ? { onToken: (i: number, id: number, lp: number) => jobs[i].onToken?.(id, lp) } : {}),
+    };
+  }
+
+  private finish(jobs: readonly GenJob[], outs: SampleOutput[]): GenResult[] {
     this.calls++;
     this.sequences += jobs.length;
     this.largestBatch = Math.max(this.largestBatch, jobs.length);
@@ -191,8 +227,9 @@ interface Pending {
 
 /**
  * Collects jobs while they keep arriving — until none has come for `windowMs`, the first has
- * waited `maxWaitMs`, or `maxBatch` are waiting — then runs them in one `engine.run`. While a
- * batch runs (synchronously), new requests wait in the event loop and form the next batch.
+ * waited `maxWaitMs`, or `maxBatch` are waiting — then runs them in one `engine.runAsync`. While a
+ * batch runs, new requests queue and form the next batch (the sampler yields between decode
+ * steps, so the server keeps accepting requests and streaming tokens).
  */
 export class Batcher {
   readonly windowMs: number;
@@ -237,7 +274,7 @@ export class Batcher {
     if (this.queue.length >= this.maxBatch) {
       if (this.timer) clearTimeout(this.timer);
       this.timer = null;
-      setImmediate(() => this.flush());
+      setImmediate(() => void this.flush());
       this.running = true;
       return;
     }
@@ -246,10 +283,10 @@ export class Batcher {
     if (!this.timer) this.firstAt = now;
     else clearTimeout(this.timer);
     const delay = Math.max(0, Math.min(this.windowMs, this.firstAt + this.maxWaitMs - now));
-    this.timer = setTimeout(() => this.flush(), delay);
+    this.timer = setTimeout(() => void this.flush(), delay);
   }
 
-  private flush(): void {
+  private async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.running = true;
@@ -266,7 +303,7 @@ export class Batcher {
       if (this.batchSizes.length > 1000) this.batchSizes.shift();
       let results: GenResult[];
       try {
-        results = this.engine.run(
+        results = await this.engine.runAsync(
           batch.map((p) => p.job),
           this.maxBatch,
         );

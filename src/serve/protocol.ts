@@ -53,6 +53,8 @@ export interface GenJob {
   stopIds: number[];
   /** Alternatives to report per position (0 = none). */
   topLogprobs: number;
+  /** Hears each token as it is sampled (for streaming). */
+  onToken?: (tokenId: number, logprob: number) => void;
 }
 
 /** What the engine returns for a job. */
@@ -430,4 +432,55 @@ export function streamPieces(tok: Tokenizer, ids: readonly number[], content: st
   }
   if (pieces.length > 0 && done < content.length) pieces[pieces.length - 1] += content.slice(done);
   return pieces;
+}
+
+/**
+ * The text of a generation as it streams, token by token: each `push` returns the new text that
+ * is certain to be in the final content. It holds back characters still waiting for UTF-8 bytes
+ * and any tail that could grow into a stop string, and stops at a stop string; `finish` returns
+ * what is left of the final content. The pieces concatenate to the content exactly (tested).
+ */
+export class StreamText {
+  private readonly ids: number[] = [];
+  private sent = "";
+
+  constructor(
+    private readonly tok: Tokenizer,
+    private readonly stopStrings: readonly string[],
+    private readonly stopIds: readonly number[],
+  ) {}
+
+  push(id: number): string {
+    if (this.stopIds.includes(id)) return "";
+    this.ids.push(id);
+    let text = this.tok.decode(this.ids);
+    while (text.endsWith("\uFFFD")) text = text.slice(0, -1);
+    let safe = text.length;
+    for (const stop of this.stopStrings) {
+      if (stop.length === 0) continue;
+      const at = text.indexOf(stop);
+      if (at >= 0) safe = Math.min(safe, at);
+      for (let k = Math.min(stop.length - 1, text.length); k > 0; k--) {
+        if (text.endsWith(stop.slice(0, k))) {
+          safe = Math.min(safe, text.length - k);
+          break;
+        }
+      }
+    }
+    if (safe <= this.sent.length || !text.startsWith(this.sent)) return "";
+    const piece = text.slice(this.sent.length, safe);
+    this.sent += piece;
+    return piece;
+  }
+
+  /** The rest of `content` (the generation's final text) after what `push` has returned. */
+  finish(content: string): string {
+    if (!content.startsWith(this.sent))
+      throw new Error(
+        "streamed text is not a prefix of the final content (tokenizer decode is not prefix-stable)",
+      );
+    const rest = content.slice(this.sent.length);
+    this.sent = content;
+    return rest;
+  }
 }

@@ -8,9 +8,11 @@
  *   GET  /health
  *
  * Requests arriving within a few ms are sampled together in one sampler call (`Batcher`).
- * Streaming (`stream: true`) answers with SSE `data:` chunks — one per token, then the finish
- * chunk, an optional usage chunk and `data: [DONE]` — written once the request's batch has
- * been sampled (the sampler runs a batch to completion; chunks are not paced token by token).
+ * Streaming (`stream: true`) answers with SSE `data:` chunks — one per token as it is sampled
+ * (the sampler yields to the event loop after every decode step), then the finish chunk, an
+ * optional usage chunk and `data: [DONE]`. Text that could still turn into a stop string or is
+ * waiting for UTF-8 bytes is held back a token or two. With top log-probs asked for, which come
+ * from a second pass over the finished generation, the chunks are written once the batch is done.
  *
  * Limits, answered with OpenAI-style `{"error": {message, type, param, code}}` bodies:
  * body size (413), `max_tokens` above the server's cap or past the context (400), more than
@@ -37,9 +39,20 @@ import {
   parseCompletionRequest,
   resolveMaxTokens,
   type ServeLimits,
+  StreamText,
   streamPieces,
   tokenView,
 } from "./protocol.js";
+
+/** A generation with no tokens, to build one-token views of a stream from. */
+const NO_TOKENS: GenResult = {
+  tokenIds: [],
+  logprobs: [],
+  finishReason: "length",
+  stopString: null,
+  promptTokens: 0,
+  top: null,
+};
 
 export const SERVE_DEFAULTS = {
   host: "127.0.0.1",
@@ -123,6 +136,9 @@ function sendJson(
 
 function sendError(res: ServerResponse, err: ApiError, extra: Record<string, string> = {}): void {
   if (res.headersSent) {
+    // A stream already under way: say what went wrong as its last event.
+    if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream") && !res.writableEnded)
+      res.write(`data: ${JSON.stringify(err.body())}\n\n`);
     res.end();
     return;
   }
@@ -284,12 +300,37 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       stopIds,
       topLogprobs: r.logprobs ? r.topLogprobs : 0,
     }));
-    const results = await batcher.submitAll(jobs, aborted);
     const view = tokenView(tok, r.tokensAsIds);
-    const completionTokens = results.reduce((s, x) => s + x.tokenIds.length, 0);
-    const usage = recordUsage(promptIds.length, completionTokens);
     const id = newId("chatcmpl");
     const now = Math.floor(Date.now() / 1000);
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => {
+      if (!aborted()) writeSse(res, { ...responseHead(id, "chat.completion.chunk", now), choices, ...extra });
+    };
+    // Tokens go out as they are sampled, unless top log-probs are asked for: those come from a
+    // second pass over the finished generation, so such a stream is sent once the batch is done.
+    const live = r.stream && !(r.logprobs && r.topLogprobs > 0);
+    const texts = jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds));
+    if (live) {
+      startSse(res);
+      jobs.forEach((job, index) => {
+        chunk([{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+        job.onToken = (tokenId, logprob) => {
+          const one: GenResult = { ...NO_TOKENS, tokenIds: [tokenId], logprobs: [logprob] };
+          chunk([
+            {
+              index,
+              delta: { content: texts[index].push(tokenId) },
+              logprobs: r.logprobs ? { content: chatLogprobEntries(one, view) } : null,
+              finish_reason: null,
+              token_ids: [tokenId],
+            },
+          ]);
+        };
+      });
+    }
+    const results = await batcher.submitAll(jobs, aborted);
+    const completionTokens = results.reduce((s, x) => s + x.tokenIds.length, 0);
+    const usage = recordUsage(promptIds.length, completionTokens);
     if (!r.stream) {
       sendJson(res, 200, {
         ...responseHead(id, "chat.completion", now),
@@ -309,27 +350,14 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       });
       return completionTokens;
     }
-    startSse(res);
-    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-      writeSse(res, {
-        ...responseHead(id, "chat.completion.chunk", now),
-        choices,
-        ...extra,
-      });
+    if (!live) startSse(res);
     results.forEach((x, index) => {
       const { bodyIds, content } = contentOf(x, stopIds);
-      const pieces = streamPieces(tok, bodyIds, content);
-      chunk([{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
-      for (let t = 0; t < x.tokenIds.length; t++) {
-        chunk([
-          {
-            index,
-            delta: { content: pieces[t] ?? "" },
-            logprobs: r.logprobs ? { content: chatLogprobEntries(x, view, t, t + 1) } : null,
-            finish_reason: null,
-            token_ids: [x.tokenIds[t]],
-          },
-        ]);
+      if (live) {
+        const rest = texts[index].finish(content);
+        if (rest) chunk([{ index, delta: { content: rest }, logprobs: null, finish_reason: null }]);
+      } else {
+        streamAfter(x, index, bodyIds, content);
       }
       chunk([
         {
@@ -345,6 +373,22 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     if (r.includeUsage) chunk([], { usage });
     endSse(res);
     return completionTokens;
+
+    function streamAfter(x: GenResult, index: number, bodyIds: number[], content: string): void {
+      const pieces = streamPieces(tok, bodyIds, content);
+      chunk([{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+      for (let t = 0; t < x.tokenIds.length; t++) {
+        chunk([
+          {
+            index,
+            delta: { content: pieces[t] ?? "" },
+            logprobs: r.logprobs ? { content: chatLogprobEntries(x, view, t, t + 1) } : null,
+            finish_reason: null,
+            token_ids: [x.tokenIds[t]],
+          },
+        ]);
+      }
+    }
   }
 
   async function handleCompletion(
@@ -371,13 +415,39 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
           topLogprobs: r.logprobs ?? 0,
         });
     }
-    const results = await batcher.submitAll(jobs, aborted);
     const view = tokenView(tok, r.tokensAsIds);
+    const id = newId("cmpl");
+    const now = Math.floor(Date.now() / 1000);
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => {
+      if (!aborted())
+        writeSse(res, { id, object: "text_completion", created: now, model: modelName, choices, ...extra });
+    };
+    // As for chat: live unless top log-probs (a second pass after sampling) are asked for.
+    const live = r.stream && !(r.logprobs !== null && r.logprobs > 0);
+    const texts = jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds));
+    if (live) {
+      startSse(res);
+      jobs.forEach((job, index) => {
+        let offset = 0;
+        job.onToken = (tokenId, logprob) => {
+          const one: GenResult = { ...NO_TOKENS, tokenIds: [tokenId], logprobs: [logprob] };
+          chunk([
+            {
+              index,
+              text: texts[index].push(tokenId),
+              logprobs: r.logprobs !== null ? completionLogprobs(one, view, tok, 0, 0, 1, offset) : null,
+              finish_reason: null,
+              token_ids: [tokenId],
+            },
+          ]);
+          offset += tok.tokenText(tokenId).length;
+        };
+      });
+    }
+    const results = await batcher.submitAll(jobs, aborted);
     const completionTokens = results.reduce((s, x) => s + x.tokenIds.length, 0);
     const promptTokens = promptLens.reduce((a, b) => a + b, 0);
     const usage = recordUsage(promptTokens, completionTokens);
-    const id = newId("cmpl");
-    const now = Math.floor(Date.now() / 1000);
     if (!r.stream) {
       sendJson(res, 200, {
         ...responseHead(id, "text_completion", now),
@@ -397,25 +467,14 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       });
       return completionTokens;
     }
-    startSse(res);
-    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-      writeSse(res, { id, object: "text_completion", created: now, model: modelName, choices, ...extra });
+    if (!live) startSse(res);
     results.forEach((x, index) => {
       const { bodyIds, content } = contentOf(x, stopIds);
-      const pieces = streamPieces(tok, bodyIds, content);
-      let offset = 0;
-      for (let t = 0; t < x.tokenIds.length; t++) {
-        chunk([
-          {
-            index,
-            text: pieces[t] ?? "",
-            logprobs:
-              r.logprobs !== null ? completionLogprobs(x, view, tok, r.logprobs, t, t + 1, offset) : null,
-            finish_reason: null,
-            token_ids: [x.tokenIds[t]],
-          },
-        ]);
-        offset += tok.tokenText(x.tokenIds[t]).length;
+      if (live) {
+        const rest = texts[index].finish(content);
+        if (rest) chunk([{ index, text: rest, logprobs: null, finish_reason: null }]);
+      } else {
+        streamAfter(x, index, bodyIds, content);
       }
       chunk([
         {
@@ -431,6 +490,24 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     if (r.includeUsage) chunk([], { usage });
     endSse(res);
     return completionTokens;
+
+    function streamAfter(x: GenResult, index: number, bodyIds: number[], content: string): void {
+      const pieces = streamPieces(tok, bodyIds, content);
+      let offset = 0;
+      for (let t = 0; t < x.tokenIds.length; t++) {
+        chunk([
+          {
+            index,
+            text: pieces[t] ?? "",
+            logprobs:
+              r.logprobs !== null ? completionLogprobs(x, view, tok, r.logprobs, t, t + 1, offset) : null,
+            finish_reason: null,
+            token_ids: [x.tokenIds[t]],
+          },
+        ]);
+        offset += tok.tokenText(x.tokenIds[t]).length;
+      }
+    }
   }
 
   function startSse(res: ServerResponse): void {
@@ -549,8 +626,9 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       else res.end();
     });
   });
-  // A batch blocks the event loop while it samples; a short keep-alive timeout would then fire
-  // late, right when a client reuses the idle connection (ECONNRESET). Keep idle sockets longer.
+  // A prefill of a big batch blocks the event loop for a while; a short keep-alive timeout would
+  // then fire late, right when a client reuses the idle connection (ECONNRESET). Keep idle
+  // sockets longer.
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -448,6 +448,48 @@ describe("Sampler.generate", () => {
     assert.equal(all[2].finishReason, "length");
   });
 
+  it("generateAsync equals generate, reports every token as sampled, and lets the event loop run", async () => {
+    const reqs = Array.from(
+      { length: 5 },
+      (_, i): SampleRequest => ({
+        promptIds: randomPrompt(900 + i, 3 + i),
+        sampling: sampling({ temperature: 1, maxTokens: 4 + i }),
+        seed: 10 + i,
+        stopIds: [3],
+      }),
+    );
+    const sampler = new Sampler(CFG, jsKernels);
+    const sync = sampler.generate(W, reqs, { maxConcurrent: 3 });
+    const seen: number[][] = reqs.map(() => []);
+    const seenLp: number[][] = reqs.map(() => []);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    const pending = sampler.generateAsync(W, reqs, {
+      maxConcurrent: 3,
+      onToken: (i, id, lp) => {
+        seen[i].push(id);
+        seenLp[i].push(lp);
+      },
+    });
+    assert.throws(() => sampler.generate(W, reqs), /already generating/);
+    const asyncOut = await pending;
+    clearInterval(timer);
+    assert.deepEqual(asyncOut, sync);
+    assert.deepEqual(
+      seen,
+      sync.map((o) => o.tokenIds),
+    );
+    assert.deepEqual(
+      seenLp,
+      sync.map((o) => o.logprobs),
+    );
+    assert.ok(ticks > 0, "timers ran while sampling");
+    // Free again once done, and after a failing call.
+    assert.deepEqual(sampler.generate(W, reqs, { maxConcurrent: 3 }), sync);
+    await assert.rejects(sampler.generateAsync(W, [{ ...reqs[0], promptIds: [] }]), /empty/);
+    assert.deepEqual(sampler.generate(W, reqs, { maxConcurrent: 3 }), sync);
+  });
+
   it("rejects bad sampling settings and token ids with usage errors", () => {
     const base: SampleRequest = { promptIds: [1, 2], sampling: sampling(), seed: 0 };
     assert.throws(

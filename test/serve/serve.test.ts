@@ -20,7 +20,7 @@ import { EmbeddedPolicy } from "../../src/policy/embedded.js";
 import { OpenAIChatPolicy } from "../../src/policy/openai.js";
 import type { ChatMessage, SamplingParams } from "../../src/policy/types.js";
 import { paramsFromMap, ServeEngine } from "../../src/serve/engine.js";
-import { encodeWithSpecials, streamPieces } from "../../src/serve/protocol.js";
+import { encodeWithSpecials, StreamText, streamPieces } from "../../src/serve/protocol.js";
 import { type ServeHandle, startServer } from "../../src/serve/server.js";
 
 const KEY_ENV = "MAGE_SERVE_TEST_KEY";
@@ -562,6 +562,53 @@ describe("mage serve: API key and limits", () => {
 });
 
 describe("serve protocol helpers", () => {
+  it("streams each token while the batch is still sampling", async () => {
+    const body = { model: modelName, messages, max_tokens: 40, seed: 11, temperature: 1 };
+    const whole = await client.chat.completions.create(body);
+    const n = (whole.choices[0] as unknown as { token_ids: number[] }).token_ids.length;
+    assert.ok(n >= 10, `this seed samples ${n} tokens; the check needs a longer generation`);
+    const before = handle.stats().completionTokens;
+    const stream = await client.chat.completions.create({ ...body, stream: true });
+    let tokensSeen = 0;
+    let finishedWhenFirstSeen: number | null = null;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        const ids = (c as unknown as { token_ids?: number[] }).token_ids ?? [];
+        if (ids.length > 0 && tokensSeen === 0) finishedWhenFirstSeen = handle.stats().completionTokens;
+        tokensSeen += ids.length;
+      }
+    }
+    assert.equal(tokensSeen, n);
+    // The batch's tokens are counted when it finishes: the first token arrived before that.
+    assert.equal(finishedWhenFirstSeen, before);
+    assert.equal(handle.stats().completionTokens, before + n);
+  });
+
+  it("stream text: pieces add up to the content, hold back split UTF-8 and stop-string prefixes", () => {
+    const ids = tok.encode("héllo wörld ✓ and more");
+    const content = tok.decode(ids);
+    const plain = new StreamText(tok, [], []);
+    const pieces = ids.map((id) => plain.push(id));
+    assert.ok(!pieces.some((p) => p.includes("\uFFFD")));
+    assert.equal(pieces.join("") + plain.finish(content), content);
+    assert.equal(pieces.join(""), content, "nothing is left for the end without stop strings");
+
+    const stopAt = content.indexOf("wör");
+    const stopped = new StreamText(tok, ["wör"], []);
+    let sent = "";
+    for (const id of ids) {
+      sent += stopped.push(id);
+      assert.ok(!sent.includes("w"), `a possible start of the stop string was sent: ${JSON.stringify(sent)}`);
+    }
+    assert.equal(sent, content.slice(0, stopAt));
+    assert.equal(stopped.finish(content.slice(0, stopAt)), "");
+    // A tail held back as a possible stop, which the generation then ended on, comes out at the end.
+    const held = new StreamText(tok, ["wörx"], [tok.endId]);
+    let out = "";
+    for (const id of [...ids, tok.endId]) out += held.push(id);
+    assert.equal(out + held.finish(content), content);
+  });
+
   it("stream pieces concatenate to the content and hold back split UTF-8", () => {
     const ids = tok.encode("héllo wörld ✓");
     const content = tok.decode(ids);
