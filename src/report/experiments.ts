@@ -270,7 +270,9 @@ function loadOne(name: string, dir: string, notes: string[]): Experiment {
   diversity.sort((a, b) =>
     a.label !== b.label ? (a.label < b.label ? -1 : 1) : (a.seed ?? -1) - (b.seed ?? -1),
   );
-  return { name: info?.name ?? name, dir, info, runs, diversity };
+  // The folder names the experiment: a grid moved aside (renamed) keeps the name it ran under in
+  // `info.name`, and the report says so rather than showing two experiments of one name.
+  return { name, dir, info, runs, diversity };
 }
 
 /** Whether DIR looks like an experiments folder: an experiment.json in it or one level down. */

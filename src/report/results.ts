@@ -112,7 +112,8 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
   const lines: string[] = [];
   const assumed: string[] = [];
   for (const e of experiments) {
-    if (e.info?.file) lines.push(`mage experiment ${e.info.file}`);
+    if (renamedFrom(e)) lines.push(`# ${e.name}: ran as ${renamedFrom(e)}; see its section`);
+    else if (e.info?.file) lines.push(`mage experiment ${e.info.file}`);
     else if (e.info?.command) lines.push(e.info.command);
     else {
       lines.push(`mage experiment configs/experiments/${e.name}.yaml`);
@@ -876,9 +877,22 @@ function runsTable(ctx: Ctx, e: Experiment): void {
   );
 }
 
+/** The name a grid ran under, when its results folder has since been renamed. */
+function renamedFrom(e: Experiment): string | null {
+  return e.info?.name && e.info.name !== e.name ? e.info.name : null;
+}
+
 function experimentSection(ctx: Ctx, e: Experiment): void {
   ctx.out.push(`## Experiment \`${e.name}\``, "");
-  if (e.info?.file) ctx.out.push(`Grid: \`${e.info.file}\`.`, "");
+  const was = renamedFrom(e);
+  if (was) {
+    const commit = typeof e.info?.machine?.commit === "string" ? e.info.machine.commit.slice(0, 7) : null;
+    ctx.out.push(
+      `Ran as \`${was}\`${commit ? ` at commit ${commit}` : ""}, from \`${e.info?.file ?? "?"}\`; its ` +
+        "results folder was renamed since, and that grid file may now describe another grid.",
+      "",
+    );
+  } else if (e.info?.file) ctx.out.push(`Grid: \`${e.info.file}\`.`, "");
   const games = experimentGames(e);
   if (games.length === 0) ctx.out.push("No run summaries yet.", "");
   for (const eg of games) {

@@ -384,6 +384,39 @@ describe("results document", () => {
     assert.ok(!md.includes("NaN"));
   });
 
+  it("names an experiment by its folder, and says when the folder was renamed from the grid's name", async () => {
+    const root = tempDir();
+    const exp = join(root, "experiments");
+    const spec = { gain: 0.1, final: 0 };
+    for (const name of ["kuhn-main", "kuhn-main-old"]) {
+      put(join(exp, name, "mage-s0.json"), summaryOf("mage", 0, spec, false));
+      put(join(exp, name, "experiment.json"), {
+        format: "mage-experiment-v1",
+        name: "kuhn-main",
+        file: "configs/experiments/kuhn-main.yaml",
+        machine: { commit: "56b47b30c599842d7c51453e4556a1453182926e" },
+      });
+    }
+    const { experiments } = loadExperiments(exp);
+    assert.deepEqual(
+      experiments.map((e) => e.name),
+      ["kuhn-main", "kuhn-main-old"],
+    );
+    const out = join(root, "results.md");
+    const log = console.log;
+    console.log = () => {};
+    try {
+      assert.equal(await command.run([exp, "--out", out]), 0);
+    } finally {
+      console.log = log;
+    }
+    const md = readFileSync(out, "utf8");
+    assert.ok(md.includes("## Experiment `kuhn-main-old`"));
+    assert.ok(md.includes("Ran as `kuhn-main` at commit 56b47b3, from `configs/experiments/kuhn-main.yaml`"));
+    assert.ok(md.includes("# kuhn-main-old: ran as kuhn-main; see its section"));
+    assert.equal(md.split("mage experiment configs/experiments/kuhn-main.yaml").length - 1, 1, "listed once");
+  });
+
   it("mage report picks results mode for an experiments folder and writes the files", async () => {
     const root = tempDir();
     const exp = join(root, "experiments");
