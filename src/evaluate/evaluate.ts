@@ -1,6 +1,6 @@
 import { Rng } from "../core/rng.js";
 import type { Policy, SamplingParams } from "../policy/types.js";
-import { type RunnerOptions, runTrials } from "../rollout/runner.js";
+import { type ContextOverflow, type RunnerOptions, runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { PromptStyle, ReflectionType } from "../tasks/types.js";
@@ -32,6 +32,8 @@ export interface EvalOptions {
   maxBatch?: number;
   concurrency?: number;
   replayOpponent?: boolean;
+  /** When a trial outgrows the model's context: stop it (default) or drop the oldest attempts from the prompt. */
+  contextOverflow?: ContextOverflow;
   /** Called with every finished trial as it ends (e.g. to append it to a JSONL file). */
   onTrial?: (trial: TrialRecord, cell: EvalCell) => void;
 }
@@ -76,6 +78,7 @@ export async function evaluate(
     sampling: o.sampling,
     maxBatch: o.maxBatch ?? 64,
     concurrency: o.concurrency ?? 1,
+    ...(o.contextOverflow ? { contextOverflow: o.contextOverflow } : {}),
   };
   const records = await runTrials(
     specs,

@@ -170,6 +170,11 @@ export const ConfigSchema = z
             attempts: z.number().int().min(1),
             trials: z.number().int().positive(),
             cells: z.array(EvalCell).min(1),
+            /**
+             * More attempts than training used can outgrow the model's context; by default the
+             * oldest attempts then leave the prompt, so the later attempts are played, not cut off.
+             */
+            contextOverflow: z.enum(["stop", "drop-oldest"]).default("drop-oldest"),
           })
           .strict()
           .nullable()

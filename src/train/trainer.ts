@@ -15,6 +15,7 @@ import { cloneParams, type ModelParams } from "../model/params.js";
 import { paramsFromMap, paramsToMap } from "../model/params-io.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import { EmbeddedPolicy } from "../policy/embedded.js";
+import type { ContextOverflow } from "../rollout/runner.js";
 import { loadTask, type TaskDefinition } from "../tasks/registry.js";
 import { configToYaml, GAME_DEFAULTS, type MageConfig } from "./config.js";
 import { runIteration } from "./iteration.js";
@@ -226,7 +227,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     iteration: number,
     trials: number,
     onTrial?: (line: string) => void,
-    scaling?: { attempts: number; cells: EvalCell[] },
+    scaling?: { attempts: number; cells: EvalCell[]; contextOverflow: ContextOverflow },
   ) => {
     const attempts = scaling?.attempts ?? evalAttempts;
     const res = await evaluate(policy, {
@@ -237,6 +238,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       reflection: evalReflection,
       promptStyle: config.task.promptStyle,
       maxTurns,
+      contextOverflow: scaling?.contextOverflow ?? config.task.contextOverflow,
       sampling: { ...config.eval.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
       seed: config.seed,
       ...(onTrial

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
+import { evaluate } from "../../src/evaluate/evaluate.js";
 import { trainTokenizer } from "../../src/model/tokenizer.js";
 import type { GenerateRequest, Generation, Policy } from "../../src/policy/types.js";
 import { type RunnerOptions, runTrials } from "../../src/rollout/runner.js";
@@ -164,7 +165,39 @@ describe("prompts longer than the context", () => {
     for (const t of trials) assert.match(t.stopReason ?? "", /^context: /);
   });
 
-  it("the config accepts task.contextOverflow, default stop", () => {
+  it("evaluation takes the overflow policy: drop-oldest plays every attempt that stop cuts off", async () => {
+    const { limit } = await pickLimit(BASE);
+    const task = await loadTask("kuhn");
+    const o = {
+      task,
+      cells: [{ opponent: "aggressive", seat: "first" as const, unseen: false }],
+      trials: 12,
+      attempts: 4,
+      reflection: "history_and_reflection" as const,
+      promptStyle: "compact" as const,
+      maxTurns: 2,
+      sampling: BASE.sampling,
+      seed: 3,
+    };
+    const stopped = await evaluate(tinyContextPolicy(limit), o);
+    const dropped = await evaluate(tinyContextPolicy(limit), { ...o, contextOverflow: "drop-oldest" });
+    const played = (r: { trials: TrialRecord[] }) => r.trials.reduce((s, t) => s + t.attempts.length, 0);
+    assert.ok(
+      stopped.trials.some((t) => /^context: /.test(t.stopReason ?? "")),
+      "the limit cuts trials off",
+    );
+    assert.ok(!dropped.trials.some((t) => /^context: /.test(t.stopReason ?? "")));
+    assert.ok(played(dropped) > played(stopped));
+  });
+
+  it("the config accepts task.contextOverflow, default stop; scaling evaluation defaults to drop-oldest", () => {
+    const scaling = { attempts: 5, trials: 2, cells: [{ opponent: "cfr", seat: "second" }] };
+    const withScaling = validateConfig({
+      game: "kuhn",
+      population: { opponents: [{ spec: "aggressive", weight: 1 }] },
+      eval: { scaling },
+    });
+    assert.equal(withScaling.eval.scaling?.contextOverflow, "drop-oldest");
     const minimal = { game: "kuhn", population: { opponents: [{ spec: "aggressive", weight: 1 }] } };
     assert.equal(validateConfig(minimal).task.contextOverflow, "stop");
     const c = validateConfig({ ...minimal, task: { contextOverflow: "drop-oldest" } });
