@@ -77,3 +77,21 @@ describe("mage eval when the backend fails for good", () => {
     }
   });
 });
+
+describe("mage eval options", () => {
+  it("names the valid context-overflow policies before opening the policy", async () => {
+    await assert.rejects(
+      runEval([
+        "--checkpoint",
+        "/nonexistent",
+        "--game",
+        "kuhn",
+        "--opponent",
+        "cfr",
+        "--context-overflow",
+        "truncate",
+      ]),
+      /unknown --context-overflow "truncate"; valid choices: stop, drop-oldest/,
+    );
+  });
+});

@@ -5,7 +5,11 @@ import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js
 import { loadCheckpoint } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { EVAL_SAMPLING } from "../../policy/types.js";
-import { RolloutAbortedError } from "../../rollout/runner.js";
+import {
+  CONTEXT_OVERFLOW_POLICIES,
+  type ContextOverflow,
+  RolloutAbortedError,
+} from "../../rollout/runner.js";
 import { checkOpponentSpec, loadTask, TASK_NAMES } from "../../tasks/registry.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
 import { parseFlags } from "../args.js";
@@ -15,6 +19,7 @@ const USAGE = [
   "mage eval (--checkpoint DIR | --policy SPEC) [--game G] --opponent SPEC[,SPEC...] [--seat first|second|both]",
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json]",
+  "          [--context-overflow stop|drop-oldest]",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
 ].join("\n");
 
@@ -52,6 +57,7 @@ export const command: Command = {
         "top-p": { type: "string" },
         "top-k": { type: "string" },
         seed: { type: "string" },
+        "context-overflow": { type: "string" },
         out: { type: "string" },
         json: { type: "boolean" },
       },
@@ -94,6 +100,12 @@ export const command: Command = {
         `unknown --reflection "${reflection}"; valid choices: none, ${REFLECTION_TYPES.join(", ")}`,
       );
     }
+    const overflow = values["context-overflow"] ?? "stop";
+    if (!(CONTEXT_OVERFLOW_POLICIES as readonly string[]).includes(overflow)) {
+      throw new UsageError(
+        `unknown --context-overflow "${overflow}"; valid choices: ${CONTEXT_OVERFLOW_POLICIES.join(", ")}`,
+      );
+    }
     const opened = await openPolicy(spec);
     const style = values.style ?? opened.promptStyle;
     if (style !== "compact" && style !== "full") {
@@ -122,6 +134,7 @@ export const command: Command = {
             stop: [],
           },
           seed,
+          contextOverflow: overflow as ContextOverflow,
           concurrency: opened.kind === "embedded" ? 1 : 8,
           onTrial: (t) =>
             appendFileSync(
