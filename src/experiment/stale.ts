@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parse as parseYaml } from "yaml";
 import { configDifferences } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
+import { readConfigFile } from "../train/config.js";
 import type { ExperimentPlan, PlannedRun } from "./spec.js";
 
 /** What a finished or started run was made with, from each file it left that records it. */
@@ -22,7 +22,7 @@ function storedConfigs(run: PlannedRun): { file: string; config: unknown }[] {
   const yamlFile = join(run.runDir, "config.yaml");
   if (existsSync(yamlFile)) {
     try {
-      found.push({ file: yamlFile, config: parseYaml(readFileSync(yamlFile, "utf8")) });
+      found.push({ file: yamlFile, config: readConfigFile(yamlFile) });
     } catch {
       // Same: a run directory whose config cannot be read is left to the trainer to report.
     }

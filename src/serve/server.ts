@@ -309,7 +309,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     // Tokens go out as they are sampled, unless top log-probs are asked for: those come from a
     // second pass over the finished generation, so such a stream is sent once the batch is done.
     const live = r.stream && !(r.logprobs && r.topLogprobs > 0);
-    const texts = jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds));
+    const texts = live ? jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds)) : [];
     if (live) {
       startSse(res);
       jobs.forEach((job, index) => {
@@ -424,7 +424,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     };
     // As for chat: live unless top log-probs (a second pass after sampling) are asked for.
     const live = r.stream && !(r.logprobs !== null && r.logprobs > 0);
-    const texts = jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds));
+    const texts = live ? jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds)) : [];
     if (live) {
       startSse(res);
       jobs.forEach((job, index) => {

@@ -1,7 +1,6 @@
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { parse as parseYaml } from "yaml";
 import { RoleBaselines } from "../algo/advantages.js";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { configDifferences } from "../core/config-diff.js";
@@ -17,7 +16,7 @@ import type { Tokenizer } from "../model/tokenizer.js";
 import { EmbeddedPolicy } from "../policy/embedded.js";
 import type { ContextOverflow } from "../rollout/runner.js";
 import { loadTask, type TaskDefinition } from "../tasks/registry.js";
-import { configToYaml, GAME_DEFAULTS, type MageConfig } from "./config.js";
+import { configToYaml, GAME_DEFAULTS, type MageConfig, readConfigFile } from "./config.js";
 import { runIteration } from "./iteration.js";
 import { ProgressBar } from "./progress.js";
 import { collectRunMeta, type RunMeta } from "./run-meta.js";
@@ -114,7 +113,7 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
   if (!existsSync(file)) return;
   let stored: unknown;
   try {
-    stored = parseYaml(readFileSync(file, "utf8"));
+    stored = readConfigFile(file);
   } catch {
     return;
   }

@@ -45,6 +45,22 @@ const OPTS: RunnerOptions = {
   concurrency: 1,
 };
 
+/** A policy that gives the same answer to every request (never a valid move, in these tests). */
+function answersAlways(text: string): Policy {
+  return {
+    name: "stall",
+    async generate(requests) {
+      return requests.map(() => ({
+        text,
+        tokenIds: [1],
+        logprobs: [-1],
+        finishReason: "stop",
+        promptTokens: 1,
+      }));
+    },
+  };
+}
+
 function specs(n: number, opponents: string[]): TrialSpec[] {
   return Array.from({ length: n }, (_, i) => ({
     trialId: i,
@@ -168,18 +184,7 @@ describe("trial runner", () => {
   });
   it("charges a Kuhn hand that ran out of turns as a forfeit, so stalling never beats playing", async () => {
     const def = await loadTask("kuhn");
-    const stall: Policy = {
-      name: "stall",
-      async generate(requests) {
-        return requests.map(() => ({
-          text: "hmm",
-          tokenIds: [1],
-          logprobs: [-1],
-          finishReason: "stop",
-          promptTokens: 1,
-        }));
-      },
-    };
+    const stall = answersAlways("hmm");
     const trials = await runTrials(
       specs(8, ["aggressive"]),
       (s) => def.create({ opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }),
@@ -199,18 +204,7 @@ describe("trial runner", () => {
   });
   it("charges a TicTacToe game cut off by invalid answers as a loss, not a draw", async () => {
     const def = await loadTask("tictactoe");
-    const stall: Policy = {
-      name: "stall",
-      async generate(requests) {
-        return requests.map(() => ({
-          text: "<action>(9, 9)</action>",
-          tokenIds: [1],
-          logprobs: [-1],
-          finishReason: "stop",
-          promptTokens: 1,
-        }));
-      },
-    };
+    const stall = answersAlways("<action>(9, 9)</action>");
     const trials = await runTrials(
       specs(4, ["mcts:10"]),
       (s) => def.create({ opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }),
