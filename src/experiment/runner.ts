@@ -270,6 +270,13 @@ async function runLocked(
       });
     }
   }
+  // A fresh clone holds the committed summaries but not the base models: pretrain only the bases
+  // that some pending run or measurement still needs.
+  for (const [dir, job] of pretrainJobs) {
+    if (jobs.some((j) => j.deps.includes(job))) continue;
+    pretrainJobs.delete(dir);
+    jobs.splice(jobs.indexOf(job), 1);
+  }
   const recordOf = (run: PlannedRun) => records.find((r) => r.method === run.method && r.seed === run.seed)!;
 
   const pretrainedSeconds = new Map<string, number>();

@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -165,6 +173,17 @@ describe("experiment run", () => {
     assert.ok(!again.some((l) => l.includes("start ")));
     assert.ok(existsSync(join(root, "runs", "smoke", "alpha-s0", "train.log")));
     assert.ok(!existsSync(join(root, "runs", "smoke", ".lock")), "the lock is released");
+
+    // A fresh clone: the summaries are committed, the base models are not. Nothing to pretrain.
+    rmSync(join(root, "pretrained"), { recursive: true });
+    const fresh: string[] = [];
+    await runExperiment(planExperiment(readExperiment(file), file), {
+      log: (l) => fresh.push(l),
+      statusEverySeconds: 0,
+    });
+    assert.ok(fresh[0].includes("0 base model(s) to pretrain"), fresh[0]);
+    const rebuilt = existsSync(join(root, "pretrained")) ? readdirSync(join(root, "pretrained")) : [];
+    assert.deepEqual(rebuilt, [], "no base model was rebuilt");
 
     // A method config edited after the grid ran: its old runs must not pass for the new plan.
     const configFile = join(root, "tiny.yaml");
