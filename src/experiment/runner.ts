@@ -13,7 +13,7 @@ import { dirname, extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
-import { collectRunMeta } from "../train/run-meta.js";
+import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
 import { SUMMARY_FORMAT } from "../train/summary.js";
 import { type ExperimentPlan, type PlannedPretrain, type PlannedRun, pretrainArgs } from "./spec.js";
 import { checkNoStaleRuns } from "./stale.js";
@@ -47,7 +47,10 @@ export interface ExperimentRecord {
   machine: ReturnType<typeof collectRunMeta>;
   runs: RunRecord[];
   pretrained: { dir: string; seconds: number | null }[];
+  /** This invocation's wall-clock seconds. */
   wallSeconds: number;
+  /** Wall-clock seconds of every invocation of this grid so far, this one included. */
+  totalWallSeconds: number;
 }
 
 export interface RunExperimentOptions {
@@ -82,6 +85,27 @@ interface Job {
 function cliEntry(): string {
   const here = fileURLToPath(import.meta.url);
   return join(dirname(here), "..", "cli", `main${extname(here)}`);
+}
+
+/** What the grid's earlier invocations recorded, so a resumed grid keeps their times. */
+function readPreviousRecord(resultsDir: string): Partial<ExperimentRecord> | null {
+  const path = join(resultsDir, "experiment.json");
+  if (!existsSync(path)) return null;
+  try {
+    const record = JSON.parse(readFileSync(path, "utf8"));
+    return record.format === EXPERIMENT_FORMAT ? record : null;
+  } catch {
+    return null;
+  }
+}
+
+function summaryWallSeconds(path: string): number | null {
+  try {
+    const seconds = JSON.parse(readFileSync(path, "utf8")).wallSeconds;
+    return typeof seconds === "number" ? seconds : null;
+  } catch {
+    return null;
+  }
 }
 
 function hasFinalSummary(path: string): boolean {
@@ -170,6 +194,8 @@ async function runLocked(
 ): Promise<{ record: ExperimentRecord; failed: number; stopped: boolean }> {
   mkdirSync(plan.resultsDir, { recursive: true });
   const noTrain = opts.noTrain ?? false;
+  const previous = readPreviousRecord(plan.resultsDir);
+  const earlierWallSeconds = previous?.totalWallSeconds ?? previous?.wallSeconds ?? 0;
 
   const pretrainJobs = new Map<string, Job>();
   for (const p of plan.pretrains) {
@@ -198,6 +224,7 @@ async function runLocked(
     records.push(record);
     if (hasFinalSummary(run.summaryPath)) {
       record.status = "skipped";
+      record.wallSeconds = summaryWallSeconds(run.summaryPath);
       continue;
     }
     const runSummary = join(run.runDir, "summary.json");
@@ -205,6 +232,7 @@ async function runLocked(
       // Finished before an interruption kept it from being copied.
       copyFileSync(runSummary, run.summaryPath);
       record.status = "done";
+      record.wallSeconds = summaryWallSeconds(run.summaryPath);
       continue;
     }
     if (noTrain) continue;
@@ -280,6 +308,9 @@ async function runLocked(
   const recordOf = (run: PlannedRun) => records.find((r) => r.method === run.method && r.seed === run.seed)!;
 
   const pretrainedSeconds = new Map<string, number>();
+  for (const p of previous?.pretrained ?? []) {
+    if (typeof p?.dir === "string" && typeof p.seconds === "number") pretrainedSeconds.set(p.dir, p.seconds);
+  }
   // Once per grid: it runs git, and the record is rewritten after every job.
   const machine = collectRunMeta(jobsAtOnce > 1 ? `auto, ${jobsAtOnce} runs in parallel` : "auto");
   const experimentRecord = (): ExperimentRecord => ({
@@ -298,6 +329,7 @@ async function runLocked(
     runs: records,
     pretrained: plan.pretrains.map((p) => ({ dir: p.dir, seconds: pretrainedSeconds.get(p.dir) ?? null })),
     wallSeconds: elapsed(),
+    totalWallSeconds: earlierWallSeconds + elapsed(),
   });
   const saveRecord = () =>
     writeFileAtomic(
@@ -315,6 +347,10 @@ async function runLocked(
   await saveRecord();
 
   const env = { ...process.env };
+  if (machine.commit) {
+    env[SOURCE_COMMIT_ENV] = machine.commit;
+    env[SOURCE_DIRTY_ENV] = machine.dirty === null ? "" : machine.dirty ? "1" : "0";
+  }
   if (jobsAtOnce > 1) {
     env.OPENBLAS_NUM_THREADS ??= "1";
     env.OMP_NUM_THREADS ??= "1";

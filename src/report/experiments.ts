@@ -39,7 +39,7 @@ export interface ExperimentInfo {
   runs?: ExperimentRunInfo[];
   /** Base models pretrained for the grid (one per seed), with their pretraining seconds. */
   pretrained?: { dir?: string; seconds?: number }[];
-  /** Wall-clock seconds of the whole grid so far. */
+  /** Wall-clock seconds of the whole grid so far (of its last invocation in records made before 2026-11-23). */
   wallSeconds?: number;
 }
 
@@ -224,7 +224,9 @@ function toInfo(d: Record<string, unknown>): ExperimentInfo {
       ];
     });
   }
-  if (finite(d.wallSeconds) !== undefined) info.wallSeconds = d.wallSeconds as number;
+  // Older records hold only the last invocation's time.
+  const wall = finite(d.totalWallSeconds) ?? finite(d.wallSeconds);
+  if (wall !== undefined) info.wallSeconds = wall;
   return info;
 }
 

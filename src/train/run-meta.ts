@@ -15,20 +15,38 @@ export interface RunMeta {
   startedAt: string;
 }
 
-function git(args: string[]): string | null {
+function git(args: string[], cwd: string): string | null {
   try {
-    return execFileSync("git", args, { stdio: ["ignore", "pipe", "ignore"], encoding: "utf8" }).trim();
+    return execFileSync("git", args, { cwd, stdio: ["ignore", "pipe", "ignore"], encoding: "utf8" }).trim();
   } catch {
     return null;
   }
 }
 
-export function collectRunMeta(kernels: string, now: Date = new Date()): RunMeta {
-  const status = git(["status", "--porcelain", "--untracked-files=no"]);
+/**
+ * Set by `mage experiment` for the runs it spawns: the commit and dirty state of the source when
+ * the grid started. A long grid runs from one build while the checkout moves on, so the checkout's
+ * HEAD at a run's start would name code that did not make it.
+ */
+export const SOURCE_COMMIT_ENV = "MAGE_SOURCE_COMMIT";
+export const SOURCE_DIRTY_ENV = "MAGE_SOURCE_DIRTY";
+
+/** The source's commit and whether tracked code differs from it; results written under docs/results do not count. */
+function sourceState(cwd: string): { commit: string | null; dirty: boolean | null } {
+  const commit = process.env[SOURCE_COMMIT_ENV];
+  const dirty = process.env[SOURCE_DIRTY_ENV];
+  if (commit) return { commit, dirty: dirty === "1" ? true : dirty === "0" ? false : null };
+  const status = git(
+    ["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/results"],
+    cwd,
+  );
+  return { commit: git(["rev-parse", "HEAD"], cwd), dirty: status === null ? null : status.length > 0 };
+}
+
+export function collectRunMeta(kernels: string, now: Date = new Date(), cwd = process.cwd()): RunMeta {
   const cpu = cpus();
   return {
-    commit: git(["rev-parse", "HEAD"]),
-    dirty: status === null ? null : status.length > 0,
+    ...sourceState(cwd),
     node: process.version,
     platform: `${platform()} ${release()}`,
     cpu: cpu[0]?.model ?? "unknown",

@@ -184,6 +184,19 @@ describe("experiment run", () => {
     assert.ok(fresh[0].includes("0 base model(s) to pretrain"), fresh[0]);
     const rebuilt = existsSync(join(root, "pretrained")) ? readdirSync(join(root, "pretrained")) : [];
     assert.deepEqual(rebuilt, [], "no base model was rebuilt");
+    // The resumed grid's record keeps what the earlier invocations measured.
+    const resumed = JSON.parse(readFileSync(join(results, "experiment.json"), "utf8"));
+    assert.deepEqual(
+      resumed.pretrained.map((p: { seconds: number | null }) => p.seconds),
+      record.pretrained.map((p: { seconds: number | null }) => p.seconds),
+    );
+    assert.ok(resumed.pretrained.every((p: { seconds: number | null }) => typeof p.seconds === "number"));
+    assert.deepEqual(
+      resumed.runs.map((r: { status: string; wallSeconds: number | null }) => [r.status, r.wallSeconds]),
+      record.runs.map((r: { wallSeconds: number | null }) => ["skipped", r.wallSeconds]),
+    );
+    assert.ok(resumed.totalWallSeconds > record.totalWallSeconds);
+    assert.ok(resumed.totalWallSeconds > resumed.wallSeconds);
 
     // A method config edited after the grid ran: its old runs must not pass for the new plan.
     const configFile = join(root, "tiny.yaml");

@@ -229,6 +229,7 @@ describe("results document", () => {
       ],
       pretrained: [{ dir: "runs/p", seconds: 120.5 }],
       wallSeconds: 900,
+      totalWallSeconds: 4200,
     });
     const diversity = (seed: number, mean: number) => ({
       format: "mage-diversity-v1",
@@ -275,6 +276,7 @@ describe("results document", () => {
     assert.equal(e.info?.file, "configs/experiments/kuhn-main.yaml");
     assert.equal(e.info?.runs?.length, 2);
     assert.equal(e.info?.runs?.[1].wallSeconds, undefined, "null wall-clock is dropped");
+    assert.equal(e.info?.wallSeconds, 4200, "the grid's time over all its invocations");
     assert.deepEqual(
       e.diversity.map((d) => [d.label, d.seed, d.meanEntropyBits]),
       [
