@@ -682,15 +682,57 @@ function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
   }
 }
 
+/** The pretrained base model a run started from (null: it pretrained its own). */
+function baseOf(s: RunSummary): string | null {
+  return s.config.model?.checkpoint ?? null;
+}
+
+/**
+ * MAGE runs of another experiment to pair ablations with: only seeds whose MAGE run started from the
+ * same base model as a variant's run of that seed (a rerun on new bases must not pair with old
+ * ablations). The experiment sharing the most such seeds wins; ties go to the main experiment.
+ */
+function sameBaseReference(
+  all: readonly ExperimentGame[],
+  game: string,
+  variants: readonly MethodRuns[],
+): { mage: MethodRuns; experiment: string } | null {
+  const bases = new Set<string>();
+  for (const v of variants) {
+    for (const r of v.runs) {
+      const base = baseOf(r.summary);
+      if (base !== null) bases.add(`${r.summary.seed}\u0000${base}`);
+    }
+  }
+  const main = mainExperiment(all, game);
+  let best: { mage: MethodRuns; experiment: string } | null = null;
+  for (const g of all) {
+    if (g.game !== game) continue;
+    const m = findMethod(g.methods, MAGE);
+    if (!m) continue;
+    const runs = m.runs.filter((r) => {
+      const base = baseOf(r.summary);
+      return base !== null && bases.has(`${r.summary.seed}\u0000${base}`);
+    });
+    if (runs.length === 0) continue;
+    const better =
+      !best || runs.length > best.mage.runs.length || (runs.length === best.mage.runs.length && g === main);
+    if (better) best = { mage: { ...m, runs }, experiment: g.experiment.name };
+  }
+  return best;
+}
+
 function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
   const variants = eg.methods.filter((m) => ABLATION_METHODS.includes(m.name));
   if (variants.length === 0) return;
   let mage = findMethod(eg.methods, MAGE);
   let from = "";
   if (!mage) {
-    const main = mainExperiment(ctx.all, eg.game);
-    mage = main ? findMethod(main.methods, MAGE) : undefined;
-    if (mage) from = ` (MAGE taken from experiment ${main!.experiment.name}, paired on the seeds both have)`;
+    const reference = sameBaseReference(ctx.all, eg.game, variants);
+    mage = reference?.mage;
+    from = reference
+      ? ` (MAGE taken from experiment ${reference.experiment}, paired on the seeds whose runs started from the same pretrained base model)`
+      : " (no MAGE run of another experiment started from these runs' base models, so there is no paired reference)";
   }
   ctx.out.push(
     "### Ablations",

@@ -105,13 +105,15 @@ function summaryOf(name: string, seed: number, m: MethodSpec, withScaling: boole
 function experimentOf(
   name: string,
   methods: Record<string, MethodSpec>,
-  o: { scaling?: boolean } = {},
+  o: { scaling?: boolean; base?: string } = {},
 ): Experiment {
   const runs = Object.entries(methods).flatMap(([m, spec]) =>
-    [0, 1, 2].map((seed) => ({
-      path: `/x/${name}/${m}-s${seed}.json`,
-      summary: summaryOf(m, seed, spec, o.scaling ?? false),
-    })),
+    [0, 1, 2].map((seed) => {
+      const summary = summaryOf(m, seed, spec, o.scaling ?? false);
+      const checkpoint = `runs/pretrained/kuhn-tiny-${o.base ?? "b1"}-s${seed}`;
+      summary.config = { ...summary.config, model: { ...summary.config.model, checkpoint } };
+      return { path: `/x/${name}/${m}-s${seed}.json`, summary };
+    }),
   );
   return { name, dir: `/x/${name}`, info: null, runs, diversity: [] };
 }
@@ -384,6 +386,21 @@ describe("results document", () => {
     assert.match(md, /Does the wider pool raise attempt-1 chips/);
     assert.match(md, /\| Kuhn poker \| diversity: .* \| \*\*met\*\* \|/);
     assert.ok(!md.includes("NaN"));
+  });
+
+  it("pairs ablations only with MAGE runs that started from the same base models", () => {
+    const spec = { gain: 0.1, final: 0 };
+    const rerun = experimentOf("kuhn-main", { mage: spec, grpo: spec }, { base: "new" });
+    const old = experimentOf("kuhn-main-recipe1", { mage: spec, grpo: spec }, { base: "old" });
+    const ablations = experimentOf("kuhn-ablations", { "mage-gamma0": spec }, { base: "old" });
+    const md = buildResults([rerun, old, ablations], { plotsLink: "." }).markdown;
+    assert.match(md, /MAGE taken from experiment kuhn-main-recipe1, paired on the seeds whose runs started/);
+    assert.match(md, /\| mage \(reference\) \| 3 \|/);
+
+    const orphan = experimentOf("kuhn-ablations", { "mage-gamma0": spec }, { base: "other" });
+    const alone = buildResults([rerun, orphan], { plotsLink: "." }).markdown;
+    assert.match(alone, /no MAGE run of another experiment started from these runs' base models/);
+    assert.ok(!alone.includes("mage (reference)"));
   });
 
   it("names an experiment by its folder, and says when the folder was renamed from the grid's name", async () => {
