@@ -144,46 +144,49 @@ function scalingTargets(bs: HierarchicalBootstrap, main: ExperimentGame | null, 
   const scaled = mage.runs.map((r) => snapshotOf(r, "scaling")).find((s) => s && s.cells.length > 0);
   if (!scaled)
     return [notRun(game, target, "no test-time scaling evaluation (scalingEval) in MAGE's summaries")];
-  const cell = scaled.cells[0];
   const K = scaled.attempts;
   const Kt = finalAttempts(mage) || 3;
   if (K <= Kt) return [notRun(game, target, `scaling used ${K} attempts, not more than training's ${Kt}`)];
   const stat = `success@${K}-success@${Kt}`;
-  const where = `vs ${cell.opponent}, agent ${cell.seat}`;
-  const mageGain = methodEstimate(bs, mage, cell, stat, "scaling");
   const out: TargetLine[] = [];
   let any = false;
-  for (const name of RL_BASELINES) {
-    const rl = findMethod(main.methods, name);
-    if (!rl || seedMetrics(rl, cell.opponent, cell.seat, "scaling").length === 0) continue;
-    any = true;
-    const rlGain = methodEstimate(bs, rl, cell, stat, "scaling");
-    const d = pairedDifference(bs, mage, rl, cell, stat, "scaling");
-    // The score gain of the same attempts, shown beside (it is not the target's measure).
-    const scoreStat = `score@${K}-score@${Kt}`;
-    const ds = pairedDifference(bs, mage, rl, cell, scoreStat, "scaling");
-    const v = clearlyAbove(d);
-    const flat =
-      Number.isFinite(mageGain.mean) &&
-      mageGain.hi - mageGain.lo === 0 &&
-      Number.isFinite(rlGain.mean) &&
-      rlGain.hi - rlGain.lo === 0 &&
-      mageGain.mean === 0 &&
-      rlGain.mean === 0;
-    out.push(
-      line(
-        game,
-        `${target}: vs ${name}, ${where}`,
-        `success@${K} − success@${Kt}: MAGE ${formatInterval(mageGain, "rate")}, ${name} ${formatInterval(rlGain, "rate")}; ` +
-          `difference ${formatInterval(d, "rate")}. Beside it, ${game === "kuhn" ? "chips" : "score"}@${K} − @${Kt}: MAGE − ${name} ${formatInterval(ds, "score")}`,
-        flat
-          ? {
-              verdict: v.verdict,
-              note: "no trial changes its success after attempt 3 for either method (success cannot grow here)",
-            }
-          : v,
-      ),
-    );
+  // One line per scaling cell and baseline: a cell where no policy can change its success (Kuhn vs
+  // cfr, agent second) says so, and a cell where success can grow carries the verdict.
+  for (const cell of scaled.cells) {
+    const where = `vs ${cell.opponent}, agent ${cell.seat}`;
+    const mageGain = methodEstimate(bs, mage, cell, stat, "scaling");
+    for (const name of RL_BASELINES) {
+      const rl = findMethod(main.methods, name);
+      if (!rl || seedMetrics(rl, cell.opponent, cell.seat, "scaling").length === 0) continue;
+      any = true;
+      const rlGain = methodEstimate(bs, rl, cell, stat, "scaling");
+      const d = pairedDifference(bs, mage, rl, cell, stat, "scaling");
+      // The score gain of the same attempts, shown beside (it is not the target's measure).
+      const scoreStat = `score@${K}-score@${Kt}`;
+      const ds = pairedDifference(bs, mage, rl, cell, scoreStat, "scaling");
+      const v = clearlyAbove(d);
+      const flat =
+        Number.isFinite(mageGain.mean) &&
+        mageGain.hi - mageGain.lo === 0 &&
+        Number.isFinite(rlGain.mean) &&
+        rlGain.hi - rlGain.lo === 0 &&
+        mageGain.mean === 0 &&
+        rlGain.mean === 0;
+      out.push(
+        line(
+          game,
+          `${target}: vs ${name}, ${where}`,
+          `success@${K} − success@${Kt}: MAGE ${formatInterval(mageGain, "rate")}, ${name} ${formatInterval(rlGain, "rate")}; ` +
+            `difference ${formatInterval(d, "rate")}. Beside it, ${game === "kuhn" ? "chips" : "score"}@${K} − @${Kt}: MAGE − ${name} ${formatInterval(ds, "score")}`,
+          flat
+            ? {
+                verdict: v.verdict,
+                note: "no trial changes its success after attempt 3 for either method (success cannot grow here)",
+              }
+            : v,
+        ),
+      );
+    }
   }
   if (!any) return [notRun(game, target, "no single-episode RL baseline has a scaling evaluation")];
   return out;

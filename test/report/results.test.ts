@@ -63,6 +63,8 @@ interface MethodSpec {
   pool?: number;
   /** Test-time scaling: success@5 − success@3 share of trials won at attempt 4. */
   scaling?: number;
+  /** A second scaling cell (cfr, agent first), as `scaling`. */
+  scalingFirst?: number;
 }
 
 function summaryOf(name: string, seed: number, m: MethodSpec, withScaling: boolean): RunSummary {
@@ -98,6 +100,18 @@ function summaryOf(name: string, seed: number, m: MethodSpec, withScaling: boole
         ),
       ],
     };
+    if (m.scalingFirst !== undefined) {
+      const lateFirst = Math.round(m.scalingFirst * N);
+      s.scalingEval.cells.push(
+        cell(
+          "cfr",
+          "first",
+          true,
+          { W1: 300, "L-1 L-1 L-1 W1": lateFirst, "L-1 L-1 L-1 L-1 L-1": N - 300 - lateFirst },
+          5,
+        ),
+      );
+    }
   }
   return s;
 }
@@ -176,6 +190,22 @@ describe("results targets are computed from the data", () => {
     const rl = verdict(lines, /best single-episode RL/);
     assert.equal(rl.verdict, "missed");
     assert.match(rl.note ?? "", /below 0\.05/);
+  });
+
+  it("test-time scaling gives every scaling cell its own verdict", () => {
+    const lines = targets([
+      experimentOf(
+        "main",
+        {
+          mage: { gain: 0.1, final: 0, scaling: 0, scalingFirst: 0.12 },
+          grpo: { gain: 0, final: 0, scaling: 0, scalingFirst: 0.05 },
+        },
+        { scaling: true },
+      ),
+    ]);
+    const second = verdict(lines, /test-time scaling.*vs grpo, vs cfr, agent second/);
+    assert.match(second.note ?? "", /success cannot grow here/);
+    assert.equal(verdict(lines, /test-time scaling.*vs grpo, vs cfr, agent first/).verdict, "met");
   });
 
   it("test-time scaling compares MAGE's attempts 4–5 with each RL baseline's", () => {
