@@ -15,6 +15,7 @@ import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
 import { SUMMARY_FORMAT } from "../train/summary.js";
+import { baseConflict } from "./base-check.js";
 import { type ExperimentPlan, type PlannedPretrain, type PlannedRun, pretrainArgs } from "./spec.js";
 import { checkNoStaleRuns } from "./stale.js";
 
@@ -305,6 +306,12 @@ async function runLocked(
     pretrainJobs.delete(dir);
     jobs.splice(jobs.indexOf(job), 1);
   }
+  // A base that exists must be the one the seed's finished runs used before more runs start on it.
+  const conflicts = plan.pretrains
+    .filter((p) => !pretrainJobs.has(p.dir) && jobs.some((j) => j.run?.pretrainedDir === p.dir))
+    .map((p) => baseConflict(plan, p.dir))
+    .filter((c): c is string => c !== null);
+  if (conflicts.length > 0) throw new UsageError(conflicts.join("\n"));
   const recordOf = (run: PlannedRun) => records.find((r) => r.method === run.method && r.seed === run.seed)!;
 
   const pretrainedSeconds = new Map<string, number>();
@@ -393,6 +400,11 @@ async function runLocked(
         } else if (job.kind === "pretrain" && job.pretrain) {
           job.state = ok ? "done" : "failed";
           if (ok) pretrainedSeconds.set(job.pretrain.dir, job.seconds);
+          const conflict = ok ? baseConflict(plan, job.pretrain.dir) : null;
+          if (conflict) {
+            job.state = "failed";
+            log(`base model of seed ${job.pretrain.seed} cannot be used: ${conflict}`);
+          }
         } else if (job.run) {
           const rec = recordOf(job.run);
           const summary = join(job.run.runDir, "summary.json");
@@ -447,7 +459,7 @@ async function runLocked(
           j.state = "blocked";
           if (j.run) recordOf(j.run).status = "blocked";
           log(
-            `skip ${j.id}: ${j.kind === "diversity" ? "its run failed" : "its base model failed to pretrain"}`,
+            `skip ${j.id}: ${j.kind === "diversity" ? "its run failed" : "its base model failed to pretrain or differs from the one its seed's finished runs used"}`,
           );
         }
       }

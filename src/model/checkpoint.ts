@@ -17,6 +17,7 @@
  * and clears what dead writers left behind. Hidden names are never taken for checkpoints.
  */
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
@@ -206,6 +207,16 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /** True when `dir` is a complete checkpoint directory (and not a hidden temporary one). */
+/**
+ * SHA-256 of a checkpoint's weights file (null when it has none): tells two builds of the same
+ * base model apart, e.g. one pretrained again on a CPU whose BLAS rounds differently.
+ */
+export function weightsSha256(dir: string): string | null {
+  const file = join(dir, CHECKPOINT_FILES.model);
+  if (!existsSync(file)) return null;
+  return createHash("sha256").update(readFileSync(file)).digest("hex");
+}
+
 export async function isCheckpointDir(dir: string): Promise<boolean> {
   if (basename(resolve(dir)).startsWith(".")) return false;
   try {

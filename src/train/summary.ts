@@ -29,6 +29,8 @@ export interface RunSummary {
   wallSeconds: number;
   /** Seconds spent pretraining the base model in this run (0 when a checkpoint was given). */
   pretrainSeconds: number;
+  /** The base model the run started from, with its weights' SHA-256 (absent in older summaries). */
+  baseModel?: { dir: string; sha256: string | null };
   iterationsDone: number;
   /** Training metrics per iteration (the lines of metrics.jsonl). */
   history: Record<string, number>[];

@@ -6,7 +6,7 @@ import { writeFileAtomic } from "../core/atomic-write.js";
 import { configDifferences } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
 import { type EvalCell, evaluate, formatBeforeAfter, formatCells } from "../evaluate/evaluate.js";
-import { loadCheckpoint, saveCheckpoint } from "../model/checkpoint.js";
+import { loadCheckpoint, saveCheckpoint, weightsSha256 } from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
 import type { Kernels } from "../model/kernels/types.js";
 import { Learner, type OptimizerState } from "../model/learner.js";
@@ -165,6 +165,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     baseDir = dir;
   }
   const base = await loadCheckpoint(baseDir);
+  const baseModel = { dir: baseDir, sha256: weightsSha256(baseDir) };
   const tokenizer: Tokenizer = base.tokenizer;
   const baseParams = paramsFromMap(base.config, base.params);
   const reference: ModelParams | null = config.optim.klCoef > 0 ? cloneParams(baseParams) : null;
@@ -274,6 +275,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     meta,
     wallSeconds: wall(),
     pretrainSeconds,
+    baseModel,
     iterationsDone: done,
     history,
     periodicEval,

@@ -214,6 +214,48 @@ describe("experiment run", () => {
     assert.ok(!existsSync(join(root, "runs", "smoke", ".lock")), "nothing was started");
   });
 
+  it("reuses a rebuilt base only if it holds the weights its seed's finished runs started from", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-base-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const plan = () => planExperiment(readExperiment(file), file);
+    const quiet = { log: () => {}, statusEverySeconds: 0 };
+    assert.equal((await runExperiment(plan(), quiet)).failed, 0);
+    const results = join(root, "results", "smoke");
+    const alpha1 = join(results, "alpha-s1.json");
+    const sha = (path: string) => JSON.parse(readFileSync(path, "utf8")).baseModel?.sha256;
+    assert.match(sha(alpha1), /^[0-9a-f]{64}$/);
+    const baseDir = plan().pretrains.find((p) => p.seed === 1)!.dir;
+    const redoBeta = () => {
+      rmSync(join(results, "beta-s1.json"), { force: true });
+      rmSync(join(root, "runs", "smoke", "beta-s1"), { recursive: true, force: true });
+    };
+
+    // A fresh clone on the same machine: the base is rebuilt bit for bit and the seed goes on.
+    redoBeta();
+    rmSync(baseDir, { recursive: true });
+    assert.equal((await runExperiment(plan(), quiet)).failed, 0);
+    assert.equal(sha(join(results, "beta-s1.json")), sha(alpha1));
+
+    // A base with other weights than alpha-s1 started from: refused before anything starts ...
+    writeFileSync(alpha1, readFileSync(alpha1, "utf8").replace(sha(alpha1), "0".repeat(64)));
+    redoBeta();
+    await assert.rejects(
+      runExperiment(plan(), quiet),
+      (e: unknown) =>
+        e instanceof UsageError && e.message.includes("alpha-s1.json") && /other weights/.test(e.message),
+    );
+    // ... and, when it had to be pretrained again, the seed's runs are not started on it.
+    rmSync(baseDir, { recursive: true });
+    const lines: string[] = [];
+    const again = await runExperiment(plan(), { log: (l) => lines.push(l), statusEverySeconds: 0 });
+    assert.ok(again.failed > 0);
+    assert.ok(
+      lines.some((l) => /base model of seed 1 cannot be used: .*alpha-s1\.json/.test(l)),
+      lines.join("\n"),
+    );
+    assert.ok(!existsSync(join(results, "beta-s1.json")), "beta-s1 did not run on the other base");
+  });
+
   it("refuses to run a grid that another live process holds", async () => {
     const root = mkdtempSync(join(tmpdir(), "mage-exp-lock-"));
     const file = writeExperiment(root, writeConfig(root));
