@@ -36,6 +36,8 @@ export interface EvalOptions {
   contextOverflow?: ContextOverflow;
   /** Called with every finished trial as it ends (e.g. to append it to a JSONL file). */
   onTrial?: (trial: TrialRecord, cell: EvalCell) => void;
+  /** Checked between generation batches; true stops the evaluation (see isRolloutStop). */
+  shouldStop?: () => boolean;
 }
 
 export interface CellResult {
@@ -91,7 +93,10 @@ export async function evaluate(
     policy,
     root,
     runner,
-    { onTrialEnd: (t) => o.onTrial?.(t, cellOf.get(t.trialId)!) },
+    {
+      onTrialEnd: (t) => o.onTrial?.(t, cellOf.get(t.trialId)!),
+      ...(o.shouldStop ? { shouldStop: o.shouldStop } : {}),
+    },
   );
   const cells = o.cells.map((cell, c) => {
     const mine = records.slice(c * o.trials, (c + 1) * o.trials);

@@ -42,6 +42,21 @@ export const CONTEXT_OVERFLOW_POLICIES: readonly ContextOverflow[] = ["stop", "d
 export interface RunHooks {
   /** Called once per trial as soon as it ends (in completion order). */
   onTrialEnd?: (trial: TrialRecord) => void;
+  /** Checked before each batch of generations; true stops the rollout with a RolloutStoppedError cause. */
+  shouldStop?: () => boolean;
+}
+
+/** The cause of a RolloutAbortedError when the caller asked the rollout to stop (Ctrl-C). */
+export class RolloutStoppedError extends Error {
+  constructor() {
+    super("stop requested");
+    this.name = "RolloutStoppedError";
+  }
+}
+
+/** Whether an error from runTrials (or anything that rethrows it) is a requested stop. */
+export function isRolloutStop(err: unknown): boolean {
+  return err instanceof RolloutAbortedError && err.cause instanceof RolloutStoppedError;
 }
 
 /** A failure of the policy backend; trials not finished are recorded as aborted, never as losses. */
@@ -305,6 +320,7 @@ export async function runTrials(
         for (let i = 0; i < batch.length; i++) await apply(batch[i], requests[i], generations[i]);
       };
       for (let i = 0; i < batches.length; i += Math.max(1, opts.concurrency)) {
+        if (hooks.shouldStop?.()) throw new RolloutStoppedError();
         await Promise.all(batches.slice(i, i + Math.max(1, opts.concurrency)).map(runBatch));
       }
     }

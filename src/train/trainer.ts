@@ -14,7 +14,7 @@ import { cloneParams, type ModelParams } from "../model/params.js";
 import { paramsFromMap, paramsToMap } from "../model/params-io.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import { EmbeddedPolicy } from "../policy/embedded.js";
-import type { ContextOverflow } from "../rollout/runner.js";
+import { type ContextOverflow, isRolloutStop } from "../rollout/runner.js";
 import { loadTask, type TaskDefinition } from "../tasks/registry.js";
 import { configToYaml, GAME_DEFAULTS, type MageConfig, readConfigFile } from "./config.js";
 import { runIteration } from "./iteration.js";
@@ -228,6 +228,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     trials: number,
     onTrial?: (line: string) => void,
     scaling?: { attempts: number; cells: EvalCell[]; contextOverflow: ContextOverflow },
+    shouldStop?: () => boolean,
   ) => {
     const attempts = scaling?.attempts ?? evalAttempts;
     const res = await evaluate(policy, {
@@ -241,6 +242,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       contextOverflow: scaling?.contextOverflow ?? config.task.contextOverflow,
       sampling: { ...config.eval.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
       seed: config.seed,
+      ...(shouldStop ? { shouldStop } : {}),
       ...(onTrial
         ? {
             onTrial: (t) =>
@@ -380,12 +382,30 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     return { outDir, summary, stopped: true };
   }
 
+  // A stop requested during the final evaluation (which can take many minutes) ends the run without
+  // it; the last iteration's checkpoint is saved, so --resume runs the final evaluation again.
+  const stoppedInEval = async (err: unknown) => {
+    if (!isRolloutStop(err)) throw err;
+    const summary = summaryOf(null, total);
+    await writeSummary(join(outDir, "summary.json"), summary);
+    log("stopped during the final evaluation; continue with --resume to run it again");
+    return { outDir, summary, stopped: true };
+  };
   log(`final evaluation: ${config.eval.finalTrials} trials per cell, ${evalAttempts} attempts`);
   const evalPath = join(outDir, "eval-trials.jsonl");
   await writeFileAtomic(evalPath, "");
-  const finalEval = await runEval(total, config.eval.finalTrials, (line) =>
-    appendFileSync(evalPath, `${line}\n`),
-  );
+  let finalEval: EvalSnapshot;
+  try {
+    finalEval = await runEval(
+      total,
+      config.eval.finalTrials,
+      (line) => appendFileSync(evalPath, `${line}\n`),
+      undefined,
+      opts.shouldStop,
+    );
+  } catch (err) {
+    return stoppedInEval(err);
+  }
   log(formatCells(finalEval.cells));
   const start = periodicEval.find((e) => e.iteration === 0);
   if (start)
@@ -396,7 +416,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const scaling = config.eval.scaling;
   if (scaling) {
     log(`test-time scaling: ${scaling.trials} trials per cell with ${scaling.attempts} attempts`);
-    scalingEval = await runEval(total, scaling.trials, undefined, scaling);
+    try {
+      scalingEval = await runEval(total, scaling.trials, undefined, scaling, opts.shouldStop);
+    } catch (err) {
+      return stoppedInEval(err);
+    }
     log(formatCells(scalingEval.cells));
   }
   const summary = { ...summaryOf(finalEval, total), scalingEval };

@@ -97,6 +97,47 @@ describe("resume", () => {
     assert.deepEqual(sb.periodicEval, sa.periodicEval);
   });
 
+  it("a stop during the final evaluation ends the run without it, and --resume runs it again", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
+    const tok = byteTokenizer();
+    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 256, nLayers: 1 });
+    await saveCheckpoint(join(root, "base"), {
+      config: model,
+      params: paramsToMap(initParams(model, Rng.seeded(4))),
+      tokenizer: tok,
+    });
+    const cfgPath = join(root, "run.yaml");
+    writeFileSync(
+      cfgPath,
+      `game: kuhn\nmodel: { checkpoint: ${JSON.stringify(join(root, "base"))} }\ntask: { attempts: 2, maxTurns: 2 }\npopulation: { opponents: [{ spec: aggressive }] }\nrollout: { tasksPerIteration: 1, groupSize: 2, maxResponseTokens: 4 }\ntrain: { iterations: 2 }\neval: { every: 0, finalTrials: 3, scaling: { attempts: 3, trials: 2, cells: [{ opponent: cfr, seat: second }] } }\n`,
+    );
+    const config = loadConfig(cfgPath);
+    const straight = join(root, "straight");
+    const whole = await train({ config, outDir: straight, resume: false, progress: false, log: () => {} });
+
+    // The training loop asks once per iteration; every later question comes from the evaluations.
+    for (const stopAt of [3, 4]) {
+      const out = join(root, `stopped-${stopAt}`);
+      let asked = 0;
+      const lines: string[] = [];
+      const cut = await train({
+        config,
+        outDir: out,
+        resume: false,
+        progress: false,
+        log: (l) => lines.push(l),
+        shouldStop: () => ++asked >= stopAt,
+      });
+      assert.equal(cut.stopped, true);
+      assert.equal(cut.summary.finalEval, null, "no final evaluation is reported half done");
+      assert.ok(lines.some((l) => l.includes("stopped during the final evaluation")));
+      const resumed = await train({ config, outDir: out, resume: true, progress: false, log: () => {} });
+      assert.equal(resumed.stopped, false);
+      assert.deepEqual(resumed.summary.finalEval, whole.summary.finalEval);
+      assert.deepEqual(resumed.summary.scalingEval, whole.summary.scalingEval);
+    }
+  });
+
   it("refuses to overwrite a run that has checkpoints unless asked to resume", async () => {
     const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
     const tok = byteTokenizer();
