@@ -60,7 +60,9 @@ export const command: Command = {
     const onSignal = () => {
       if (stopRequested) process.exit(130);
       stopRequested = true;
-      console.error("\nstopping after the current iteration or evaluation batch (Ctrl-C again to quit at once)…");
+      console.error(
+        "\nstopping after the current iteration or evaluation batch (Ctrl-C again to quit at once)…",
+      );
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
