@@ -100,23 +100,23 @@ function readPreviousRecord(resultsDir: string): Partial<ExperimentRecord> | nul
   }
 }
 
-function summaryWallSeconds(path: string): number | null {
+/** A finished run's summary (one with its final evaluation), or null. */
+function readFinalSummary(path: string): { wallSeconds?: unknown } | null {
+  if (!existsSync(path)) return null;
   try {
-    const seconds = JSON.parse(readFileSync(path, "utf8")).wallSeconds;
-    return typeof seconds === "number" ? seconds : null;
+    const s = JSON.parse(readFileSync(path, "utf8"));
+    return s.format === SUMMARY_FORMAT && s.finalEval !== null && s.finalEval !== undefined ? s : null;
   } catch {
     return null;
   }
 }
 
 function hasFinalSummary(path: string): boolean {
-  if (!existsSync(path)) return false;
-  try {
-    const s = JSON.parse(readFileSync(path, "utf8"));
-    return s.format === SUMMARY_FORMAT && s.finalEval !== null && s.finalEval !== undefined;
-  } catch {
-    return false;
-  }
+  return readFinalSummary(path) !== null;
+}
+
+function wallSecondsOf(summary: { wallSeconds?: unknown }): number | null {
+  return typeof summary.wallSeconds === "number" ? summary.wallSeconds : null;
 }
 
 /** The newest checkpoint directory of a run (its final model once the run is done). */
@@ -223,17 +223,19 @@ async function runLocked(
       runDir: run.runDir,
     };
     records.push(record);
-    if (hasFinalSummary(run.summaryPath)) {
+    const committed = readFinalSummary(run.summaryPath);
+    if (committed) {
       record.status = "skipped";
-      record.wallSeconds = summaryWallSeconds(run.summaryPath);
+      record.wallSeconds = wallSecondsOf(committed);
       continue;
     }
     const runSummary = join(run.runDir, "summary.json");
-    if (hasFinalSummary(runSummary)) {
+    const finished = readFinalSummary(runSummary);
+    if (finished) {
       // Finished before an interruption kept it from being copied.
       copyFileSync(runSummary, run.summaryPath);
       record.status = "done";
-      record.wallSeconds = summaryWallSeconds(run.summaryPath);
+      record.wallSeconds = wallSecondsOf(finished);
       continue;
     }
     if (noTrain) continue;
@@ -408,11 +410,12 @@ async function runLocked(
         } else if (job.run) {
           const rec = recordOf(job.run);
           const summary = join(job.run.runDir, "summary.json");
-          if (ok && hasFinalSummary(summary)) {
+          const finished = ok ? readFinalSummary(summary) : null;
+          if (finished) {
             copyFileSync(summary, job.run.summaryPath);
             job.state = "done";
             rec.status = "done";
-            rec.wallSeconds = JSON.parse(readFileSync(summary, "utf8")).wallSeconds ?? job.seconds;
+            rec.wallSeconds = wallSecondsOf(finished) ?? job.seconds;
           } else {
             job.state = "failed";
             rec.status = "failed";

@@ -206,7 +206,6 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-/** True when `dir` is a complete checkpoint directory (and not a hidden temporary one). */
 /**
  * SHA-256 of a checkpoint's weights file (null when it has none): tells two builds of the same
  * base model apart, e.g. one pretrained again on a CPU whose BLAS rounds differently.
@@ -217,6 +216,7 @@ export function weightsSha256(dir: string): string | null {
   return createHash("sha256").update(readFileSync(file)).digest("hex");
 }
 
+/** True when `dir` is a complete checkpoint directory (and not a hidden temporary one). */
 export async function isCheckpointDir(dir: string): Promise<boolean> {
   if (basename(resolve(dir)).startsWith(".")) return false;
   try {

@@ -148,6 +148,8 @@ function scalingTargets(bs: HierarchicalBootstrap, main: ExperimentGame | null, 
   const Kt = finalAttempts(mage) || 3;
   if (K <= Kt) return [notRun(game, target, `scaling used ${K} attempts, not more than training's ${Kt}`)];
   const stat = `success@${K}-success@${Kt}`;
+  // The score gain of the same attempts, shown beside (it is not the target's measure).
+  const scoreStat = `score@${K}-score@${Kt}`;
   const out: TargetLine[] = [];
   let any = false;
   // One line per scaling cell and baseline: a cell where no policy can change its success (Kuhn vs
@@ -161,8 +163,6 @@ function scalingTargets(bs: HierarchicalBootstrap, main: ExperimentGame | null, 
       any = true;
       const rlGain = methodEstimate(bs, rl, cell, stat, "scaling");
       const d = pairedDifference(bs, mage, rl, cell, stat, "scaling");
-      // The score gain of the same attempts, shown beside (it is not the target's measure).
-      const scoreStat = `score@${K}-score@${Kt}`;
       const ds = pairedDifference(bs, mage, rl, cell, scoreStat, "scaling");
       const v = clearlyAbove(d);
       const flat =

@@ -34,16 +34,21 @@ async function waitFor(pred: () => boolean, ms: number): Promise<void> {
   }
 }
 
+/** A one-layer tiny model with random weights and a byte tokenizer: a base to train from. */
+async function saveRandomBase(dir: string, contextLength: number): Promise<void> {
+  const tok = byteTokenizer();
+  const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength, nLayers: 1 });
+  await saveCheckpoint(dir, {
+    config: model,
+    params: paramsToMap(initParams(model, Rng.seeded(4))),
+    tokenizer: tok,
+  });
+}
+
 describe("resume", () => {
   it("kill -9 mid-iteration, then --resume, ends exactly where an uninterrupted run ends", async () => {
     const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
-    const tok = byteTokenizer();
-    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 1024, nLayers: 1 });
-    await saveCheckpoint(join(root, "base"), {
-      config: model,
-      params: paramsToMap(initParams(model, Rng.seeded(4))),
-      tokenizer: tok,
-    });
+    await saveRandomBase(join(root, "base"), 1024);
     const cfgPath = join(root, "run.yaml");
     writeFileSync(
       cfgPath,
@@ -99,13 +104,7 @@ describe("resume", () => {
 
   it("a stop during the final evaluation ends the run without it, and --resume runs it again", async () => {
     const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
-    const tok = byteTokenizer();
-    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 256, nLayers: 1 });
-    await saveCheckpoint(join(root, "base"), {
-      config: model,
-      params: paramsToMap(initParams(model, Rng.seeded(4))),
-      tokenizer: tok,
-    });
+    await saveRandomBase(join(root, "base"), 256);
     const cfgPath = join(root, "run.yaml");
     writeFileSync(
       cfgPath,
@@ -140,13 +139,7 @@ describe("resume", () => {
 
   it("refuses to overwrite a run that has checkpoints unless asked to resume", async () => {
     const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
-    const tok = byteTokenizer();
-    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 256, nLayers: 1 });
-    await saveCheckpoint(join(root, "base"), {
-      config: model,
-      params: paramsToMap(initParams(model, Rng.seeded(4))),
-      tokenizer: tok,
-    });
+    await saveRandomBase(join(root, "base"), 256);
     const cfgPath = join(root, "run.yaml");
     writeFileSync(
       cfgPath,
