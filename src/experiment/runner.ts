@@ -14,8 +14,8 @@ import { fileURLToPath } from "node:url";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
-import { SUMMARY_FORMAT } from "../train/summary.js";
 import { baseConflict } from "./base-check.js";
+import { readFinalSummary } from "./plan-state.js";
 import { type ExperimentPlan, type PlannedPretrain, type PlannedRun, pretrainArgs } from "./spec.js";
 import { checkNoStaleRuns } from "./stale.js";
 
@@ -95,17 +95,6 @@ function readPreviousRecord(resultsDir: string): Partial<ExperimentRecord> | nul
   try {
     const record = JSON.parse(readFileSync(path, "utf8"));
     return record.format === EXPERIMENT_FORMAT ? record : null;
-  } catch {
-    return null;
-  }
-}
-
-/** A finished run's summary (one with its final evaluation), or null. */
-function readFinalSummary(path: string): { wallSeconds?: unknown } | null {
-  if (!existsSync(path)) return null;
-  try {
-    const s = JSON.parse(readFileSync(path, "utf8"));
-    return s.format === SUMMARY_FORMAT && s.finalEval !== null && s.finalEval !== undefined ? s : null;
   } catch {
     return null;
   }

@@ -13,11 +13,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
+import { describePlan, runState } from "../../src/experiment/plan-state.js";
 import { runExperiment } from "../../src/experiment/runner.js";
 import { planExperiment, pretrainArgs, pretrainKey, readExperiment } from "../../src/experiment/spec.js";
 import type { PretrainGame } from "../../src/train/pretrain/corpus.js";
 import { PRETRAIN_DEFAULTS } from "../../src/train/pretrain/run.js";
-import { readSummary } from "../../src/train/summary.js";
+import { readSummary, SUMMARY_FORMAT } from "../../src/train/summary.js";
 
 function writeConfig(root: string): string {
   const path = join(root, "tiny.yaml");
@@ -113,6 +114,38 @@ describe("experiment plan", () => {
       () =>
         planExperiment(readExperiment(writeExperiment(root, writeConfig(root))), file, { methods: ["nope"] }),
       /unknown method "nope"/,
+    );
+  });
+
+  it("tells in a dry run which runs are done, which resume and which start", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-state-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const plan = planExperiment(readExperiment(file), file);
+    const [alpha0, alpha1, beta1] = plan.runs;
+    const finalSummary = { format: SUMMARY_FORMAT, iterationsDone: 1, finalEval: { cells: [] } };
+    mkdirSync(plan.resultsDir, { recursive: true });
+    writeFileSync(alpha0.summaryPath, JSON.stringify(finalSummary));
+    mkdirSync(join(alpha1.runDir, "checkpoints"), { recursive: true });
+    writeFileSync(
+      join(alpha1.runDir, "summary.json"),
+      JSON.stringify({ ...finalSummary, iterationsDone: 0, finalEval: null }),
+    );
+    mkdirSync(plan.pretrains[0].dir, { recursive: true });
+    writeFileSync(join(plan.pretrains[0].dir, "config.json"), "{}");
+    assert.deepEqual(runState(alpha0), { kind: "committed" });
+    assert.deepEqual(runState(alpha1), { kind: "resumes", iteration: 0, of: 1 });
+    assert.deepEqual(runState(beta1), { kind: "new" });
+    mkdirSync(beta1.runDir, { recursive: true });
+    writeFileSync(join(beta1.runDir, "summary.json"), JSON.stringify(finalSummary));
+    assert.deepEqual(runState(beta1), { kind: "finished" });
+    const lines = describePlan(plan);
+    assert.match(lines[0], /seed 0 .*: exists, reused$/);
+    assert.match(lines[1], /seed 1 .*: to pretrain$/);
+    assert.match(lines[2], /alpha seed 0.*: done \(/);
+    assert.match(lines[3], /alpha seed 1.*: resumes after iteration 0\/1$/);
+    assert.equal(
+      lines.at(-1),
+      "3 runs: 1 done, 1 finished but not copied, 1 to resume, 0 to start; 1 base model(s) to pretrain",
     );
   });
 });

@@ -1,4 +1,5 @@
 import { UsageError } from "../../core/errors.js";
+import { describePlan } from "../../experiment/plan-state.js";
 import { runExperiment } from "../../experiment/runner.js";
 import { planExperiment, readExperiment } from "../../experiment/spec.js";
 import { checkNoStaleRuns } from "../../experiment/stale.js";
@@ -57,11 +58,7 @@ export const command: Command = {
       ...(seeds ? { seeds } : {}),
     });
     if (values["dry-run"]) {
-      for (const p of plan.pretrains) console.log(`pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}`);
-      for (const r of plan.runs)
-        console.log(
-          `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}`,
-        );
+      for (const line of describePlan(plan)) console.log(line);
       checkNoStaleRuns(plan);
       return 0;
     }

@@ -1,0 +1,89 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { SUMMARY_FORMAT } from "../train/summary.js";
+import type { ExperimentPlan, PlannedPretrain, PlannedRun } from "./spec.js";
+
+/**
+ * Where each run of a plan stands on disk, so `mage experiment --dry-run` can say what rerunning
+ * the grid would do: skip, copy a finished summary, resume from a checkpoint, or start afresh.
+ */
+export type RunState =
+  | { kind: "committed" }
+  | { kind: "finished" }
+  | { kind: "resumes"; iteration: number; of: number }
+  | { kind: "new" };
+
+/** A summary with its final evaluation, or null (missing, unreadable or from an unfinished run). */
+export function readFinalSummary(path: string): { wallSeconds?: unknown } | null {
+  if (!existsSync(path)) return null;
+  try {
+    const s = JSON.parse(readFileSync(path, "utf8"));
+    return s.format === SUMMARY_FORMAT && s.finalEval !== null && s.finalEval !== undefined ? s : null;
+  } catch {
+    return null;
+  }
+}
+
+function checkpointIteration(runDir: string): number | null {
+  const summaryPath = join(runDir, "summary.json");
+  if (!existsSync(summaryPath)) return null;
+  try {
+    const s = JSON.parse(readFileSync(summaryPath, "utf8"));
+    return typeof s.iterationsDone === "number" ? s.iterationsDone : null;
+  } catch {
+    return null;
+  }
+}
+
+export function runState(run: PlannedRun): RunState {
+  if (readFinalSummary(run.summaryPath)) return { kind: "committed" };
+  if (readFinalSummary(join(run.runDir, "summary.json"))) return { kind: "finished" };
+  const iteration = checkpointIteration(run.runDir);
+  if (iteration !== null && existsSync(join(run.runDir, "checkpoints")))
+    return { kind: "resumes", iteration, of: run.config.train.iterations };
+  return { kind: "new" };
+}
+
+function describeRun(state: RunState, run: PlannedRun): string {
+  switch (state.kind) {
+    case "committed":
+      return `done (${run.summaryPath})`;
+    case "finished":
+      return "finished; its summary will be copied";
+    case "resumes":
+      return `resumes after iteration ${state.iteration}/${state.of}`;
+    case "new":
+      return "to run";
+  }
+}
+
+function describePretrain(
+  p: PlannedPretrain,
+  plan: ExperimentPlan,
+  states: Map<PlannedRun, RunState>,
+): string {
+  if (existsSync(join(p.dir, "config.json"))) return "exists, reused";
+  const waiting = plan.runs.filter((r) => r.pretrainedDir === p.dir && states.get(r)?.kind !== "committed");
+  return waiting.length > 0 ? "to pretrain" : "not needed (its runs are done)";
+}
+
+/** One line per base model and run, then a tally. */
+export function describePlan(plan: ExperimentPlan): string[] {
+  const states = new Map(plan.runs.map((r) => [r, runState(r)] as const));
+  const lines: string[] = [];
+  for (const p of plan.pretrains)
+    lines.push(
+      `pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}: ${describePretrain(p, plan, states)}`,
+    );
+  for (const r of plan.runs)
+    lines.push(
+      `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}: ${describeRun(states.get(r)!, r)}`,
+    );
+  const count = (kind: RunState["kind"]) => [...states.values()].filter((s) => s.kind === kind).length;
+  const toPretrain = plan.pretrains.filter((p) => describePretrain(p, plan, states) === "to pretrain").length;
+  lines.push(
+    `${plan.runs.length} runs: ${count("committed")} done, ${count("finished")} finished but not copied, ` +
+      `${count("resumes")} to resume, ${count("new")} to start; ${toPretrain} base model(s) to pretrain`,
+  );
+  return lines;
+}
