@@ -101,16 +101,27 @@ function clearlyAbove(e: BootstrapEstimate, margin?: number): { verdict: Verdict
   return { verdict: "missed", note: why.join("; ") };
 }
 
-/** The experiment holding the main comparison of a game: MAGE with the most seeds, then most methods. */
+/**
+ * The experiment holding the main comparison of a game: MAGE with the most seeds, then a grid still
+ * in its own folder over one set aside under another name (a rerun replaces the grid it reruns once
+ * it has as many MAGE seeds), then the most methods.
+ */
 export function mainExperiment(games: readonly ExperimentGame[], game: string): ExperimentGame | null {
   let best: ExperimentGame | null = null;
-  let bestKey = [-1, -1];
+  let bestKey: number[] = [];
   for (const g of games) {
     if (g.game !== game) continue;
     const mage = findMethod(g.methods, MAGE);
     if (!mage) continue;
-    const key = [mage.runs.length, g.methods.filter((m) => MAIN_METHODS.includes(m.name)).length];
-    if (key[0] > bestKey[0] || (key[0] === bestKey[0] && key[1] > bestKey[1])) {
+    const info = g.experiment.info;
+    const setAside = info?.name !== undefined && info.name !== g.experiment.name;
+    const key = [
+      mage.runs.length,
+      setAside ? 0 : 1,
+      g.methods.filter((m) => MAIN_METHODS.includes(m.name)).length,
+    ];
+    const i = key.findIndex((k, j) => k !== bestKey[j]);
+    if (bestKey.length === 0 || (i >= 0 && key[i] > bestKey[i])) {
       best = g;
       bestKey = key;
     }

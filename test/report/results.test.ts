@@ -11,7 +11,7 @@ import { experimentGames } from "../../src/report/compare.js";
 import { type Experiment, isExperimentsFolder, loadExperiments } from "../../src/report/experiments.js";
 import { loadSummaries } from "../../src/report/load.js";
 import { buildResults } from "../../src/report/results.js";
-import { computeTargets, type TargetLine } from "../../src/report/targets.js";
+import { computeTargets, mainExperiment, type TargetLine } from "../../src/report/targets.js";
 import type { RunSummary } from "../../src/train/summary.js";
 import { makeSummary } from "./fixtures.js";
 import { metricsOf } from "./histograms.js";
@@ -431,6 +431,20 @@ describe("results document", () => {
     const alone = buildResults([rerun, orphan], { plotsLink: "." }).markdown;
     assert.match(alone, /no MAGE run of another experiment started from these runs' base models/);
     assert.ok(!alone.includes("mage (reference)"));
+  });
+
+  it("takes the targets from a rerun once it has as many MAGE seeds as the grid set aside", () => {
+    const gamesOf = (xs: Experiment[]) => xs.flatMap(experimentGames);
+    const rerun = experimentOf("kuhn-main", { mage: { gain: 0.1, final: 0 } });
+    // Sorted after the rerun's folder name would make order decide; the rename must.
+    const setAside = experimentOf("a-kuhn-main-recipe1", {
+      mage: { gain: 0.1, final: 0 },
+      grpo: { gain: 0, final: 0 },
+    });
+    setAside.info = { name: "kuhn-main" } as Experiment["info"];
+    assert.equal(mainExperiment(gamesOf([setAside, rerun]), "kuhn")?.experiment.name, "kuhn-main");
+    rerun.runs = rerun.runs.filter((r) => r.summary.seed !== 2);
+    assert.equal(mainExperiment(gamesOf([setAside, rerun]), "kuhn")?.experiment.name, "a-kuhn-main-recipe1");
   });
 
   it("names an experiment by its folder, and says when the folder was renamed from the grid's name", async () => {
