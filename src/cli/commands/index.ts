@@ -17,4 +17,5 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => (await import("./serve.js")).command,
   experiment: async () => (await import("./experiment.js")).command,
   diversity: async () => (await import("./diversity.js")).command,
+  replay: async () => (await import("./replay.js")).command,
 };

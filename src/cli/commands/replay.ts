@@ -1,0 +1,95 @@
+import { UsageError } from "../../core/errors.js";
+import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../replay/read.js";
+import { outcomeWord, renderTrial, trialLine } from "../../replay/render.js";
+import { parseFlags } from "../args.js";
+import type { Command } from "../command.js";
+
+const USAGE = [
+  "mage replay RUN_DIR|FILE.jsonl [--iteration N] [--trial ID] [--line N] [--opponent SPEC]",
+  "            [--seat first|second] [--outcome won|lost|draw|cut-off] [--limit N] [--compact] [--list]",
+  "  Replays logged trials: a training run's transcripts.jsonl (sampled trials of each iteration)",
+  "  or a `mage eval --out` file. Without a selection it lists the trials, one line each; with one",
+  "  (--iteration, --trial, --line, --opponent, --seat, --outcome) it prints the matching trials",
+  "  attempt by attempt: observations, answers, feedback, outcomes and reflections (--list lists them",
+  "  instead). --outcome matches a trial's last attempt. --compact shows the compact observations.",
+].join("\n");
+
+const OUTCOMES = ["won", "lost", "draw", "cut-off"] as const;
+
+function intFlag(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be a non-negative integer, got "${v}"`);
+  return Number(v);
+}
+
+export const command: Command = {
+  name: "replay",
+  summary: "Replay logged trials (training transcripts, `mage eval --out` files) attempt by attempt",
+  usage: USAGE,
+  async run(argv) {
+    const { values, positionals } = parseFlags(
+      argv,
+      {
+        iteration: { type: "string" },
+        trial: { type: "string" },
+        line: { type: "string" },
+        opponent: { type: "string" },
+        seat: { type: "string" },
+        outcome: { type: "string" },
+        limit: { type: "string" },
+        compact: { type: "boolean" },
+        list: { type: "boolean" },
+      },
+      USAGE,
+      true,
+    );
+    if (positionals.length !== 1)
+      throw new UsageError(`give one run directory or JSONL file\nusage: ${USAGE}`);
+    if (values.seat !== undefined && values.seat !== "first" && values.seat !== "second")
+      throw new UsageError(`--seat must be first or second, got "${values.seat}"`);
+    if (values.outcome !== undefined && !(OUTCOMES as readonly string[]).includes(values.outcome))
+      throw new UsageError(`--outcome must be one of ${OUTCOMES.join(", ")}, got "${values.outcome}"`);
+    const iteration = intFlag("iteration", values.iteration);
+    const trial = intFlag("trial", values.trial);
+    const line = intFlag("line", values.line);
+    const limit = intFlag("limit", values.limit);
+    if (limit === 0) throw new UsageError("--limit must be at least 1");
+
+    const log = readTrialLog(resolveTrialLog(positionals[0]));
+    if (log.skipped.length > 0) {
+      const shown = log.skipped.slice(0, 5).join(", ");
+      console.error(
+        `mage replay: ${log.skipped.length} line(s) of ${log.file} are not trial records (line ${shown}${log.skipped.length > 5 ? ", …" : ""}); skipped`,
+      );
+    }
+    const matches = (r: TrialRecord): boolean => {
+      const last = r.attempts[r.attempts.length - 1];
+      return (
+        (iteration === undefined || r.iteration === iteration) &&
+        (trial === undefined || r.trialId === trial) &&
+        (line === undefined || r.line === line) &&
+        (values.opponent === undefined || r.opponent === values.opponent) &&
+        (values.seat === undefined || r.seat === values.seat) &&
+        (values.outcome === undefined ||
+          (last !== undefined && outcomeWord(last).replace(" ", "-") === values.outcome))
+      );
+    };
+    const selected = log.records.filter(matches);
+    const selecting = [iteration, trial, line, values.opponent, values.seat, values.outcome].some(
+      (v) => v !== undefined,
+    );
+    const listing = values.list === true || !selecting;
+    const cap = limit ?? (listing ? 50 : 5);
+    if (selected.length === 0) {
+      console.log(`no trial in ${log.file} matches (${log.records.length} trial(s) in the file)`);
+      return selecting ? 1 : 0;
+    }
+    const shown = selected.slice(0, cap);
+    if (listing) for (const r of shown) console.log(trialLine(r));
+    else console.log(shown.map((r) => renderTrial(r, { compact: values.compact === true })).join("\n\n"));
+    if (selected.length > shown.length)
+      console.log(`… ${selected.length - shown.length} more; --limit N shows more, or narrow the selection`);
+    if (listing && !selecting) console.log(`replay one with: mage replay ${positionals[0]} --line N`);
+    return 0;
+  },
+};

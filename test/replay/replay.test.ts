@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { COMMANDS } from "../../src/cli/commands/index.js";
+import { command } from "../../src/cli/commands/replay.js";
+import { UsageError } from "../../src/core/errors.js";
+import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../src/replay/read.js";
+import { renderTrial, trialLine } from "../../src/replay/render.js";
+
+const turn = (o: Partial<Record<string, unknown>>) => ({
+  reward: 0,
+  done: false,
+  won: false,
+  draw: false,
+  score: 0,
+  valid: true,
+  action: "(1, 1)",
+  feedback: "the opponent played (2, 2)",
+  observation: "X . .\n. O .\n. . .",
+  compactObservation: "X 12 13\n21 O 23\n31 32 33",
+  compactFeedback: "Opp: (2, 2).",
+  response: "<action>(1, 1)</action>",
+  ...o,
+});
+
+function trial(id: number, outcomes: ("won" | "lost")[], opponent = "mcts:100"): Record<string, unknown> {
+  return {
+    iteration: 3,
+    trialId: id,
+    opponent,
+    seat: "first",
+    attempts: outcomes.map((w) => ({
+      won: w === "won",
+      draw: false,
+      score: w === "won" ? 1 : -1,
+      reward: w === "won" ? 10 : -10,
+      turns: 2,
+      invalidActions: 1,
+      finished: true,
+    })),
+    memory: {
+      task: "tictactoe",
+      opponent,
+      seat: "first",
+      attempts: outcomes.map((w, index) => ({
+        index,
+        initialObservation: ". . .\n. . .\n. . .",
+        compactInitialObservation: "11 12 13\n21 22 23\n31 32 33",
+        turns: [
+          turn({
+            valid: false,
+            action: "",
+            invalidReason: "cell (9, 9) is off the board",
+            response: "<action>(9, 9)</action>",
+          }),
+          turn({ done: true, won: w === "won", outcome: w === "won" ? "You won." : "You lost." }),
+        ],
+        ...(index < outcomes.length - 1
+          ? { reflection: { valid: true, text: `attempt ${index + 1}: block the diagonal`, response: "" } }
+          : {}),
+      })),
+    },
+  };
+}
+
+function writeLog(lines: string[]): string {
+  const dir = mkdtempSync(join(tmpdir(), "mage-replay-"));
+  const file = join(dir, "transcripts.jsonl");
+  writeFileSync(file, `${lines.join("\n")}\n`);
+  return dir;
+}
+
+async function runCli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const [log, error] = [console.log, console.error];
+  console.log = (...a: unknown[]) => out.push(a.join(" "));
+  console.error = (...a: unknown[]) => err.push(a.join(" "));
+  try {
+    const code = await command.run(argv);
+    return { code, out: out.join("\n"), err: err.join("\n") };
+  } finally {
+    console.log = log;
+    console.error = error;
+  }
+}
+
+describe("replay", () => {
+  it("reads a trial log, keeping line numbers and skipping a partial last line", () => {
+    const dir = writeLog([
+      JSON.stringify(trial(0, ["lost", "won"])),
+      "",
+      JSON.stringify(trial(1, ["won"])),
+      '{"trialId": 2, "att',
+    ]);
+    const log = readTrialLog(resolveTrialLog(dir));
+    assert.deepEqual(
+      log.records.map((r) => [r.line, r.trialId]),
+      [
+        [1, 0],
+        [3, 1],
+      ],
+    );
+    assert.deepEqual(log.skipped, [4]);
+    assert.throws(() => resolveTrialLog(join(dir, "missing")), UsageError);
+  });
+
+  it("renders each attempt with its answers, invalid turns, outcome and the reflection before the next", () => {
+    const [r] = readTrialLog(resolveTrialLog(writeLog([JSON.stringify(trial(0, ["lost", "won"]))]))).records;
+    assert.equal(trialLine(r), "line 1: iteration 3 trial 0, vs mcts:100, agent first: lost -1, won +1");
+    const text = renderTrial(r);
+    const a1 = text.indexOf("── attempt 1: lost, score -1, reward -10, 2 turns, 1 invalid ──");
+    const reflection = text.indexOf("reflection: attempt 1: block the diagonal");
+    const a2 = text.indexOf("── attempt 2: won, score +1, reward +10");
+    assert.ok(a1 > 0 && a1 < reflection && reflection < a2, text);
+    assert.match(text, /1\. > <action>\(9, 9\)<\/action>\n +invalid: cell \(9, 9\) is off the board/);
+    assert.match(text, /\(1, 1\) — the opponent played \(2, 2\)\n +X \. \.\n +\. O \./);
+    assert.match(text, /outcome: You won\./);
+    assert.ok(!text.includes("reflection: attempt 2"), "the last attempt has no reflection");
+    assert.match(renderTrial(r, { compact: true }), /X 12 13/);
+    const noMemory = { ...r, memory: undefined } as TrialRecord;
+    assert.match(renderTrial(noMemory), /keeps outcomes only/);
+  });
+
+  it("lists by default and replays the trials a selection matches", async () => {
+    assert.equal((await COMMANDS.replay()).name, "replay");
+    const dir = writeLog([
+      JSON.stringify(trial(0, ["lost", "won"])),
+      JSON.stringify(trial(1, ["lost", "lost"], "random")),
+      JSON.stringify(trial(2, ["won"])),
+    ]);
+    const listed = await runCli([dir]);
+    assert.equal(listed.code, 0);
+    assert.equal(listed.out.split("\n").filter((l) => l.startsWith("line ")).length, 3);
+    assert.match(listed.out, /--line N/);
+
+    const won = await runCli([dir, "--outcome", "won", "--opponent", "mcts:100"]);
+    assert.equal(won.code, 0);
+    assert.equal((won.out.match(/^tictactoe line /gm) ?? []).length, 2, won.out);
+    assert.ok(!won.out.includes("vs random"));
+
+    const one = await runCli([dir, "--line", "2", "--list"]);
+    assert.equal(one.out.trim(), "line 2: iteration 3 trial 1, vs random, agent first: lost -1, lost -1");
+
+    const limited = await runCli([dir, "--iteration", "3", "--limit", "1"]);
+    assert.match(limited.out, /… 2 more/);
+
+    const none = await runCli([dir, "--trial", "9"]);
+    assert.equal(none.code, 1);
+    assert.match(none.out, /no trial .* matches \(3 trial\(s\) in the file\)/);
+    await assert.rejects(runCli([dir, "--outcome", "tie"]), /--outcome must be one of/);
+    await assert.rejects(runCli([dir, "--line", "x"]), /--line must be a non-negative integer/);
+  });
+});
