@@ -108,6 +108,12 @@ export function readExperiment(file: string): ExperimentSpec {
 }
 
 /**
+ * Settings added after the recipe they leave unchanged at these values: they enter the key only
+ * when set to something else, so models pretrained before a setting existed keep their keys.
+ */
+const KEYED_ONLY_WHEN_SET: Partial<Record<keyof PretrainSettings, unknown>> = { tacticalRate: 0 };
+
+/**
  * A short stable tag of what makes two pretrained models identical: the resolved settings (the
  * game's defaults with the config's overrides) and the recipe version, so a change of either
  * gets a fresh model instead of silently reusing one made the old way.
@@ -116,7 +122,7 @@ export function pretrainKey(config: MageConfig): string {
   const defaults = (PRETRAIN_DEFAULTS as Record<string, PretrainSettings>)[config.game] ?? {};
   const settings = Object.fromEntries(
     Object.entries({ ...defaults, ...config.pretrain })
-      .filter(([, v]) => v !== undefined)
+      .filter(([k, v]) => v !== undefined && KEYED_ONLY_WHEN_SET[k as keyof PretrainSettings] !== v)
       .sort(([a], [b]) => a.localeCompare(b)),
   );
   const hash = createHash("sha256")
@@ -202,6 +208,9 @@ export function pretrainArgs(p: PlannedPretrain): string[] {
     evalTrials: "--eval-trials",
     batchTokens: "--batch-tokens",
     lr: "--lr",
+    shards: "--shards",
+    actionWeight: "--action-weight",
+    tacticalRate: "--tactical-rate",
   };
   for (const [key, value] of Object.entries(p.settings)) {
     if (value === undefined) continue;

@@ -60,6 +60,8 @@ export const ConfigSchema = z
         shards: z.number().int().positive().optional(),
         /** Loss weight of the play answers' tokens (every other scored token weighs 1). */
         actionWeight: z.number().int().min(1).max(255).optional(),
+        /** Share of the corpus player's TicTacToe moves that take a one-move win or block (default 0). */
+        tacticalRate: z.number().min(0).max(1).optional(),
       })
       .strict()
       .prefault({}),

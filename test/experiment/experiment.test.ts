@@ -98,6 +98,19 @@ describe("experiment plan", () => {
       defaults.initStd = before;
     }
     assert.equal(pretrainKey(config), key);
+    // A setting added later keys the model only when set away from its neutral value.
+    assert.equal(pretrainKey({ ...config, pretrain: { ...config.pretrain, tacticalRate: 0 } }), key);
+    assert.notEqual(pretrainKey({ ...config, pretrain: { ...config.pretrain, tacticalRate: 0.5 } }), key);
+    const planned = planExperiment(readExperiment(file), file).pretrains[0];
+    const args = pretrainArgs({ ...planned, settings: { tacticalRate: 0.5, shards: 1, actionWeight: 4 } });
+    assert.deepEqual(args.slice(args.indexOf("--tactical-rate")), [
+      "--tactical-rate",
+      "0.5",
+      "--shards",
+      "1",
+      "--action-weight",
+      "4",
+    ]);
   });
 
   it("names the method and the field of a bad override before anything runs", () => {

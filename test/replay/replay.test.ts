@@ -147,6 +147,12 @@ describe("replay", () => {
     const limited = await runCli([dir, "--iteration", "3", "--limit", "1"]);
     assert.match(limited.out, /… 2 more/);
 
+    const tactics = await runCli([dir, "--tactics"]);
+    assert.match(
+      tactics.out,
+      /^3 TicTacToe trial\(s\): immediate wins taken 0\/0 \(n\/a\), threats blocked 0\/0/,
+    );
+
     const none = await runCli([dir, "--trial", "9"]);
     assert.equal(none.code, 1);
     assert.match(none.out, /no trial .* matches \(3 trial\(s\) in the file\)/);

@@ -13,7 +13,13 @@ import { paramsFromMap, paramsToMap } from "../../src/model/params-io.js";
 import { trainTokenizer } from "../../src/model/tokenizer.js";
 import { EmbeddedPolicy } from "../../src/policy/embedded.js";
 import { TRAIN_SAMPLING } from "../../src/policy/types.js";
-import { buildCorpus, type Corpus, corpusTexts, malformedKinds } from "../../src/train/pretrain/corpus.js";
+import {
+  buildCorpus,
+  type Corpus,
+  corpusTexts,
+  malformedKinds,
+  unskilledBehaviour,
+} from "../../src/train/pretrain/corpus.js";
 import { PRETRAIN_DEFAULTS, REPORT_FILE, runPretrain } from "../../src/train/pretrain/run.js";
 import { encodeTrial } from "../../src/train/pretrain/sft.js";
 
@@ -122,6 +128,43 @@ describe("pretrain corpus", () => {
       }
     }
     assert.ok(n > 20);
+  });
+
+  it("with tacticalRate 1 the TicTacToe player takes a one-move win, else blocks, else plays at random", () => {
+    const ask = (board: string, tacticalRate: number, seed: number) => {
+      const messages = [{ role: "user" as const, content: `Attempt 1.\n${board}\nYour move?` }];
+      const behaviour = unskilledBehaviour("tictactoe", { malformedRate: 0, tacticalRate });
+      return extractTag(behaviour.play(messages, Rng.seeded(seed)), "action");
+    };
+    const winOrBlock = "X X 13\nO O 23\n31 32 33"; // X wins at (1, 3); O threatens (2, 3)
+    const quietBoard = "X 12 13\n21 O 23\n31 32 O"; // O's diagonal is blocked; nothing to take
+    const threat = "X 12 13\n21 O 23\n31 O 33"; // O threatens (1, 2)
+    const seen = {
+      win: new Set<string>(),
+      block: new Set<string>(),
+      quiet: new Set<string>(),
+      off: new Set<string>(),
+    };
+    for (let seed = 0; seed < 40; seed++) {
+      const win = ask(winOrBlock, 1, seed);
+      const block = ask(threat, 1, seed);
+      const quiet = ask(quietBoard, 1, seed);
+      const off = ask(threat, 0, seed);
+      for (const [k, t] of [
+        ["win", win],
+        ["block", block],
+        ["quiet", quiet],
+        ["off", off],
+      ] as const) {
+        assert.ok(t.ok);
+        if (t.ok) seen[k].add(t.content);
+      }
+    }
+    assert.deepEqual([...seen.win], ["(1, 3)"], "a win goes before a block");
+    assert.deepEqual([...seen.block], ["(1, 2)"]);
+    assert.ok(seen.quiet.size > 3, "no win or threat: random legal moves");
+    assert.ok(seen.off.size > 3, "tacticalRate 0: random legal moves");
+    assert.throws(() => unskilledBehaviour("tictactoe", { tacticalRate: 1.5 }), /tacticalRate/);
   });
 
   it("is deterministic for a seed and changes with it", async () => {

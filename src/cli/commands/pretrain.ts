@@ -5,6 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import { expectChoice, UsageError } from "../../core/errors.js";
+import { formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { PRESET_NAMES } from "../../model/config.js";
 import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
@@ -14,7 +15,7 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
-  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--shards N] [--json]";
+  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--shards N] [--json]";
 
 function intFlag(name: string, v: string | undefined, min: number): number | undefined {
   if (v === undefined) return undefined;
@@ -30,6 +31,14 @@ function numberFlag(name: string, v: string | undefined): number | undefined {
   const n = Number(v);
   if (v.trim() === "" || !Number.isFinite(n) || n <= 0)
     throw new UsageError(`--${name} must be a number > 0, got "${v}"`);
+  return n;
+}
+
+function rateFlag(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n < 0 || n > 1)
+    throw new UsageError(`--${name} must be a number in [0, 1], got "${v}"`);
   return n;
 }
 
@@ -59,6 +68,7 @@ export function formatPretrainReport(r: PretrainReport): string {
       .map(([seat, b]) => `${seat} ${b.toFixed(2)}`)
       .join(", ");
     if (sampled) lines.push(`    sampled first-answer entropy (bits, plug-in): ${sampled}`);
+    if (e.tactics) lines.push(`    one-move tactics in the sampled play: ${formatTactics(e.tactics)}`);
     const reasons = Object.entries(e.invalidReasons);
     if (reasons.length > 0)
       lines.push(`    invalid play answers: ${reasons.map(([k, n]) => `${n}× ${k}`).join("; ")}`);
@@ -93,6 +103,7 @@ export const command: Command = {
           "batch-tokens": { type: "string" },
           shards: { type: "string" },
           "action-weight": { type: "string" },
+          "tactical-rate": { type: "string" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -123,6 +134,7 @@ export const command: Command = {
       actionWeight: intFlag("action-weight", str("action-weight"), 1),
       lr: numberFlag("lr", str("lr")),
       initStd: numberFlag("init-std", str("init-std")),
+      tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
       contextLoss: values["answers-only"] ? false : undefined,
       progress: values.json ? null : process.stderr,
     });

@@ -1,4 +1,5 @@
 import { UsageError } from "../../core/errors.js";
+import { countTactics, formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../replay/read.js";
 import { outcomeWord, renderTrial, trialLine } from "../../replay/render.js";
 import { parseFlags } from "../args.js";
@@ -6,12 +7,14 @@ import type { Command } from "../command.js";
 
 const USAGE = [
   "mage replay RUN_DIR|FILE.jsonl [--iteration N] [--trial ID] [--line N] [--opponent SPEC]",
-  "            [--seat first|second] [--outcome won|lost|draw|cut-off] [--limit N] [--compact] [--list]",
+  "            [--seat first|second] [--outcome won|lost|draw|cut-off] [--limit N] [--compact] [--list] [--tactics]",
   "  Replays logged trials: a training run's transcripts.jsonl (sampled trials of each iteration)",
   "  or a `mage eval --out` file. Without a selection it lists the trials, one line each; with one",
   "  (--iteration, --trial, --line, --opponent, --seat, --outcome) it prints the matching trials",
   "  attempt by attempt: observations, answers, feedback, outcomes and reflections (--list lists them",
   "  instead). --outcome matches a trial's last attempt. --compact shows the compact observations.",
+  "  --tactics (TicTacToe): over every matching trial, how often the agent took a one-move win and",
+  "  blocked the opponent's when it could.",
 ].join("\n");
 
 const OUTCOMES = ["won", "lost", "draw", "cut-off"] as const;
@@ -39,6 +42,7 @@ export const command: Command = {
         limit: { type: "string" },
         compact: { type: "boolean" },
         list: { type: "boolean" },
+        tactics: { type: "boolean" },
       },
       USAGE,
       true,
@@ -83,6 +87,15 @@ export const command: Command = {
     if (selected.length === 0) {
       console.log(`no trial in ${log.file} matches (${log.records.length} trial(s) in the file)`);
       return selecting ? 1 : 0;
+    }
+    if (values.tactics) {
+      const memories = selected.flatMap((r) => (r.memory?.task === "tictactoe" ? [r.memory] : []));
+      if (memories.length === 0)
+        throw new UsageError(
+          "--tactics needs TicTacToe trials with their play (transcripts or `mage eval --out`)",
+        );
+      console.log(`${memories.length} TicTacToe trial(s): ${formatTactics(countTactics(memories))}`);
+      return 0;
     }
     const shown = selected.slice(0, cap);
     if (listing) for (const r of shown) console.log(trialLine(r));

@@ -17,6 +17,7 @@
 import { expectChoice } from "../../core/errors.js";
 import type { Rng } from "../../core/rng.js";
 import { extractTag } from "../../core/tags.js";
+import { completingCells } from "../../evaluate/tictactoe-tactics.js";
 import { lastUserMessage, ScriptedAgent, type ScriptedBehaviour } from "../../policy/scripted-agent.js";
 import type { ChatMessage, SamplingParams } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
@@ -81,6 +82,8 @@ export interface CorpusOptions {
   attempts?: number;
   /** Share of play answers that are deliberately malformed (default 0.02). */
   malformedRate?: number;
+  /** Share of TicTacToe moves that take a one-move win or block when there is one (default 0). */
+  tacticalRate?: number;
   /** Opponent pool (default `DEFAULT_POOLS[game]`). */
   pool?: readonly PoolEntry[] | null;
   /** Share of trials run with hindsight reflect prompts (default 0.5). */
@@ -174,9 +177,11 @@ interface GamePlayer {
   legal(messages: readonly ChatMessage[]): string[];
   malformed: Record<string, MalformedWriter>;
   reflection(messages: readonly ChatMessage[], rng: Rng): string;
+  /** The one-move tactical answers of the position (a win, else a block), when the game has any. */
+  tactical?(messages: readonly ChatMessage[]): string[];
 }
 
-function playerBehaviour(p: GamePlayer, malformedRate: number): ScriptedBehaviour {
+function playerBehaviour(p: GamePlayer, malformedRate: number, tacticalRate: number): ScriptedBehaviour {
   const kinds = Object.keys(p.malformed);
   return {
     play(messages, rng) {
@@ -185,6 +190,11 @@ function playerBehaviour(p: GamePlayer, malformedRate: number): ScriptedBehaviou
       if (rng.derive("malformed?").float() < malformedRate) {
         const kind = rng.derive("kind").pick(kinds);
         return p.malformed[kind](legal, messages, rng.derive("malformed", kind));
+      }
+      // Drawn only when asked for, so a corpus without tactics is the same as before the option.
+      if (tacticalRate > 0 && p.tactical && rng.derive("tactical?").float() < tacticalRate) {
+        const moves = p.tactical(messages);
+        if (moves.length > 0) return `<action>${rng.derive("tactical").pick(moves)}</action>`;
       }
       return `<action>${rng.derive("move").pick(legal)}</action>`;
     },
@@ -282,6 +292,13 @@ const tictactoePlayer: GamePlayer = {
     const board = tictactoeBoard(lastUserMessage(messages));
     if (!board) throw new Error("scripted TicTacToe player: no board in the prompt");
     return cellsWhere(board, isEmptyCell);
+  },
+  tactical(messages) {
+    const compact = tictactoeBoard(lastUserMessage(messages));
+    if (!compact) return [];
+    const board = compact.map((row) => row.map((m) => (isEmptyCell(m) ? "." : m)));
+    const wins = completingCells(board, "X");
+    return [...(wins.size > 0 ? wins : completingCells(board, "O"))].sort();
   },
   malformed: {
     "no-tags": (legal, _m, rng) => rng.pick(legal),
@@ -427,11 +444,21 @@ const PLAYERS: Record<PretrainGame, GamePlayer> = {
   minesweeper: minesweeperPlayer,
 };
 
-/** The unskilled scripted player of `game` (random legal moves, template reflections). */
-export function unskilledBehaviour(game: string, opts: { malformedRate?: number } = {}): ScriptedBehaviour {
+/**
+ * The scripted player of `game`: random legal moves and template reflections; with `tacticalRate`
+ * > 0, that share of its TicTacToe moves completes its own line when it can, else blocks the
+ * opponent's (one-move tactics, no deeper strategy).
+ */
+export function unskilledBehaviour(
+  game: string,
+  opts: { malformedRate?: number; tacticalRate?: number } = {},
+): ScriptedBehaviour {
   const rate = opts.malformedRate ?? 0.02;
   if (!(rate >= 0 && rate <= 1)) throw new RangeError(`malformedRate must be in [0, 1], got ${rate}`);
-  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate);
+  const tactical = opts.tacticalRate ?? 0;
+  if (!(tactical >= 0 && tactical <= 1))
+    throw new RangeError(`tacticalRate must be in [0, 1], got ${tactical}`);
+  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical);
 }
 
 /** Names of the malformed-answer kinds of `game` (for tests and logs). */
@@ -494,7 +521,7 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
   const withHindsight = specs.map(() => hindsightRng.float() < hindsightShare);
   const agent = new ScriptedAgent(
     "unskilled",
-    unskilledBehaviour(game, { malformedRate: opts.malformedRate }),
+    unskilledBehaviour(game, { malformedRate: opts.malformedRate, tacticalRate: opts.tacticalRate }),
   );
   const makeTask = (s: TrialSpec) =>
     def.create(def.twoPlayer ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined } : {});

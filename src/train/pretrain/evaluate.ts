@@ -15,6 +15,7 @@
  */
 import { Rng } from "../../core/rng.js";
 import { extractTag } from "../../core/tags.js";
+import { countTactics, type TacticsCount } from "../../evaluate/tictactoe-tactics.js";
 import { renderChat } from "../../model/chat-template.js";
 import type { Kernels } from "../../model/kernels/types.js";
 import type { ModelParams } from "../../model/params.js";
@@ -83,6 +84,8 @@ export interface PretrainEvaluation {
   remarkValidRate: number;
   /** Trials won (in any attempt) by the sampled model, for information. */
   winRate: number;
+  /** TicTacToe: one-move wins taken and threats blocked in the sampled play, for information. */
+  tactics?: TacticsCount;
   entropy: EntropyReport;
   targets: TargetCheck[];
   ms: number;
@@ -329,6 +332,7 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
     validRemarks,
     remarkValidRate: reflect.length > 0 ? validRemarks / reflect.length : 0,
     winRate: records.filter((r) => r.attempts.some((a) => a.won)).length / Math.max(1, records.length),
+    ...(game === "tictactoe" ? { tactics: countTactics(records.map((r) => r.memory)) } : {}),
     entropy,
     targets: [],
     ms: 0,

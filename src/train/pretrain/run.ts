@@ -55,6 +55,11 @@ export interface PretrainSettings {
   /** Loss weight of the tokens of well-formed play answers (every other scored token weighs 1). */
   actionWeight: number;
   /**
+   * Share of the corpus player's TicTacToe moves that take a one-move win, else block the
+   * opponent's, when there is one (0: random legal moves only; other games ignore it).
+   */
+  tacticalRate: number;
+  /**
    * Each batch's gradient is computed in this many shards, one thread each (see sft-shards.ts).
    * The result depends on this count, not on how many cores run it.
    */
@@ -87,6 +92,7 @@ const SHARED_SETTINGS = {
   weightDecay: 0.01,
   malformedRate: 0.02,
   actionWeight: 1,
+  tacticalRate: 0,
   shards: 2,
 } as const;
 
@@ -211,6 +217,8 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   if (!(Number.isFinite(s.lr) && s.lr > 0)) throw new UsageError(`lr must be a number > 0, got ${s.lr}`);
   if (!(Number.isInteger(s.actionWeight) && s.actionWeight >= 1 && s.actionWeight <= 255))
     throw new UsageError(`actionWeight must be an integer in [1, 255], got ${s.actionWeight}`);
+  if (!(Number.isFinite(s.tacticalRate) && s.tacticalRate >= 0 && s.tacticalRate <= 1))
+    throw new UsageError(`tacticalRate must be a number in [0, 1], got ${s.tacticalRate}`);
   if (!(Number.isFinite(s.initStd) && s.initStd > 0))
     throw new UsageError(`initStd must be a number > 0, got ${s.initStd}`);
   if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
@@ -242,6 +250,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     trials: s.corpusTrials,
     rng: root.derive("corpus"),
     malformedRate: s.malformedRate,
+    tacticalRate: s.tacticalRate,
   });
   const corpusMs = performance.now() - t;
   cpu.corpusMs = lap();
