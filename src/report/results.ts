@@ -224,11 +224,17 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
 // ---------------------------------------------------------------------------------------------
 // Targets and reference points
 
-function targetsSection(lines: readonly TargetLine[], out: string[]): void {
+function targetsSection(lines: readonly TargetLine[], all: readonly ExperimentGame[], out: string[]): void {
   out.push("## Targets", "");
   const count = (v: string) => lines.filter((l) => l.verdict === v).length;
+  const sources = [...new Set(all.map((g) => g.game))]
+    .sort()
+    .map((game) => [game, mainExperiment(all, game)?.experiment.name] as const)
+    .filter((x): x is readonly [string, string] => x[1] !== undefined)
+    .map(([game, name]) => `${gameTitle(game)} from \`${name}\``);
   out.push(
     `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries ` +
+      `${sources.length > 0 ? `of the main comparison (${sources.join(", ")}) ` : ""}` +
       "(point targets compare the mean with the threshold; comparisons need the paired interval above 0).",
     "",
   );
@@ -1024,7 +1030,7 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
     diversity: experiments.flatMap((e) => e.diversity),
     ...(games.has("kuhn") ? { kuhnBestPossible: kuhnBestPossible() } : { kuhnBestPossible: () => undefined }),
   });
-  targetsSection(targets, out);
+  targetsSection(targets, all, out);
   if (o.account?.trim()) out.push("## Account (hand-written)", "", o.account.trim(), "");
   if (games.has("kuhn")) referenceSection(o, out);
   for (const e of experiments) experimentSection(ctx, e);
