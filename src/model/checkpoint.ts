@@ -23,6 +23,7 @@ import { mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fsyncDir, writeFileDurable } from "../core/atomic-write.js";
+import { SOURCE_COMMIT_ENV } from "../core/source-env.js";
 import { tokenizerConfigJson } from "./chat-template.js";
 import { type ModelConfig, paramSpecs, validateModelConfig } from "./config.js";
 import { readSafetensors, type Tensor, type TensorInputs, writeSafetensors } from "./safetensors.js";
@@ -118,9 +119,13 @@ export function mageVersion(): string {
   return cachedVersion;
 }
 
-/** The git commit of the mage sources (env MAGE_COMMIT wins), or null when unknown. */
+/**
+ * The git commit of the mage sources, or null when unknown. The commit a grid passes down wins, so
+ * checkpoints and run summaries name the same commit (a frozen build has no .git beside it).
+ */
 export function mageCommit(): string | null {
-  if (process.env.MAGE_COMMIT) return process.env.MAGE_COMMIT;
+  const passed = process.env[SOURCE_COMMIT_ENV];
+  if (passed) return passed;
   if (cachedCommit === undefined) {
     cachedCommit = null;
     if (existsSync(join(repoRoot, ".git"))) {

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { cpus, hostname, platform, release, totalmem } from "node:os";
+import { SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../core/source-env.js";
 
 /** What a run records about where it ran, so numbers can be traced to commit, backend and machine. */
 export interface RunMeta {
@@ -23,13 +24,7 @@ function git(args: string[], cwd: string): string | null {
   }
 }
 
-/**
- * Set by `mage experiment` for the runs it spawns: the commit and dirty state of the source when
- * the grid started. A long grid runs from one build while the checkout moves on, so the checkout's
- * HEAD at a run's start would name code that did not make it.
- */
-export const SOURCE_COMMIT_ENV = "MAGE_SOURCE_COMMIT";
-export const SOURCE_DIRTY_ENV = "MAGE_SOURCE_DIRTY";
+export { SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../core/source-env.js";
 
 /** The source's commit and whether tracked code differs from it; results written under docs/results do not count. */
 function sourceState(cwd: string): { commit: string | null; dirty: boolean | null } {

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
+import { mageCommit } from "../../src/model/checkpoint.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../../src/train/run-meta.js";
 
 function repoWithOneCommit(): { dir: string; commit: string } {
@@ -44,5 +45,6 @@ describe("run meta", () => {
     const meta = collectRunMeta("wasm", new Date(0), dir);
     assert.equal(meta.commit, "0123abc");
     assert.equal(meta.dirty, true);
+    assert.equal(mageCommit(), "0123abc", "checkpoints name the same commit as the summaries");
   });
 });
