@@ -309,6 +309,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         run: config.name,
         game: config.game,
         iteration,
+        // What `mage eval` needs to tell the opponents this model trained against from unseen ones.
+        trainingOpponents: config.population.opponents.map((o) => o.spec),
       },
     });
     await pruneCheckpoints(outDir, config.train.keepLast, best.iteration);

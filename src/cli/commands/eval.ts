@@ -12,6 +12,7 @@ import {
 } from "../../rollout/runner.js";
 import { checkOpponentSpec, loadTask, TASK_NAMES } from "../../tasks/registry.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
+import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
@@ -32,6 +33,19 @@ function num(name: string, v: string | undefined, fallback: number, integer = fa
     );
   }
   return x;
+}
+
+/**
+ * The opponents a checkpoint played in training (a trained model's pool, or a pretrained base's
+ * corpus pool); empty when unknown (another policy, or a checkpoint older than the record), so
+ * every opponent then counts as unseen.
+ */
+function trainingOpponents(meta: Record<string, unknown> | null, game: string): Set<string> {
+  if (Array.isArray(meta?.trainingOpponents))
+    return new Set(meta.trainingOpponents.filter((s): s is string => typeof s === "string"));
+  if (meta?.pretrain && (PRETRAIN_GAMES as readonly string[]).includes(game))
+    return new Set((DEFAULT_POOLS[game as PretrainGame] ?? []).map((e) => e.spec));
+  return new Set();
 }
 
 export const command: Command = {
@@ -68,9 +82,10 @@ export const command: Command = {
     }
     const spec = values.policy ?? `checkpoint:${values.checkpoint}`;
     let game = values.game;
-    if (game === undefined && values.checkpoint !== undefined) {
-      const meta = (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
-      if (typeof meta.game === "string") game = meta.game;
+    let meta: Record<string, unknown> | null = null;
+    if (values.checkpoint !== undefined) {
+      meta = (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
+      if (game === undefined && typeof meta.game === "string") game = meta.game;
     }
     if (game === undefined)
       throw new UsageError(`--game is required; valid choices: ${TASK_NAMES.join(", ")}`);
@@ -88,7 +103,10 @@ export const command: Command = {
         .filter((s) => s.length > 0);
       if (opponents.length === 0) throw new UsageError("--opponent is required");
       for (const o of opponents) checkOpponentSpec(game, o);
-      cells = opponents.flatMap((opponent) => seats.map((seat) => ({ opponent, seat, unseen: true })));
+      const seen = trainingOpponents(meta, game);
+      cells = opponents.flatMap((opponent) =>
+        seats.map((seat) => ({ opponent, seat, unseen: !seen.has(opponent) })),
+      );
     } else {
       if (values.opponent !== undefined)
         throw new UsageError(`${game} is single-player and takes no --opponent`);
