@@ -233,9 +233,9 @@ function targetsSection(lines: readonly TargetLine[], all: readonly ExperimentGa
     .filter((x): x is readonly [string, string] => x[1] !== undefined)
     .map(([game, name]) => `${gameTitle(game)} from \`${name}\``);
   out.push(
-    `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries ` +
-      `${sources.length > 0 ? `of the main comparison (${sources.join(", ")}) ` : ""}` +
-      "(point targets compare the mean with the threshold; comparisons need the paired interval above 0).",
+    `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries` +
+      `${sources.length > 0 ? ` of the main comparison: ${sources.join(", ")}` : ""}. ` +
+      "Point targets compare the mean with the threshold; comparisons need the paired interval above 0.",
     "",
   );
   const mark = (v: string) => (v === "met" ? "**met**" : v === "missed" ? "**missed**" : "not run");

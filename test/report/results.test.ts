@@ -444,10 +444,7 @@ describe("results document", () => {
     setAside.info = { name: "kuhn-main" } as Experiment["info"];
     assert.equal(mainExperiment(gamesOf([setAside, rerun]), "kuhn")?.experiment.name, "kuhn-main");
     const md = buildResults([setAside, rerun], { plotsLink: "." }).markdown;
-    assert.match(
-      md,
-      /summaries of the main comparison \(Kuhn poker from `kuhn-main`\)/,
-    );
+    assert.match(md, /summaries of the main comparison: Kuhn poker from `kuhn-main`\. Point targets/);
     rerun.runs = rerun.runs.filter((r) => r.summary.seed !== 2);
     assert.equal(mainExperiment(gamesOf([setAside, rerun]), "kuhn")?.experiment.name, "a-kuhn-main-recipe1");
   });
