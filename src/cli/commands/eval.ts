@@ -83,9 +83,9 @@ export const command: Command = {
     const spec = values.policy ?? `checkpoint:${values.checkpoint}`;
     let game = values.game;
     let meta: Record<string, unknown> | null = null;
-    if (values.checkpoint !== undefined) {
+    if (game === undefined && values.checkpoint !== undefined) {
       meta = (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
-      if (game === undefined && typeof meta.game === "string") game = meta.game;
+      if (typeof meta.game === "string") game = meta.game;
     }
     if (game === undefined)
       throw new UsageError(`--game is required; valid choices: ${TASK_NAMES.join(", ")}`);
@@ -103,10 +103,7 @@ export const command: Command = {
         .filter((s) => s.length > 0);
       if (opponents.length === 0) throw new UsageError("--opponent is required");
       for (const o of opponents) checkOpponentSpec(game, o);
-      const seen = trainingOpponents(meta, game);
-      cells = opponents.flatMap((opponent) =>
-        seats.map((seat) => ({ opponent, seat, unseen: !seen.has(opponent) })),
-      );
+      cells = opponents.flatMap((opponent) => seats.map((seat) => ({ opponent, seat, unseen: true })));
     } else {
       if (values.opponent !== undefined)
         throw new UsageError(`${game} is single-player and takes no --opponent`);
@@ -123,6 +120,12 @@ export const command: Command = {
       throw new UsageError(
         `unknown --context-overflow "${overflow}"; valid choices: ${CONTEXT_OVERFLOW_POLICIES.join(", ")}`,
       );
+    }
+    // Every flag is checked before the checkpoint is read.
+    if (values.checkpoint !== undefined && task.twoPlayer) {
+      meta ??= (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
+      const seen = trainingOpponents(meta, game);
+      cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !seen.has(c.opponent) }));
     }
     const opened = await openPolicy(spec);
     const style = values.style ?? opened.promptStyle;
