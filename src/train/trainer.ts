@@ -15,6 +15,7 @@ import { paramsFromMap, paramsToMap } from "../model/params-io.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import { EmbeddedPolicy } from "../policy/embedded.js";
 import { type ContextOverflow, isRolloutStop } from "../rollout/runner.js";
+import type { TrialRecord } from "../rollout/types.js";
 import { loadTask, type TaskDefinition } from "../tasks/registry.js";
 import { configToYaml, GAME_DEFAULTS, type MageConfig, readConfigFile } from "./config.js";
 import { runIteration } from "./iteration.js";
@@ -226,7 +227,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const runEval = async (
     iteration: number,
     trials: number,
-    onTrial?: (line: string) => void,
+    onTrial?: (trial: TrialRecord, cell: EvalCell) => void,
     scaling?: { attempts: number; cells: EvalCell[]; contextOverflow: ContextOverflow },
     shouldStop?: () => boolean,
   ) => {
@@ -243,20 +244,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       sampling: { ...config.eval.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
       seed: config.seed,
       ...(shouldStop ? { shouldStop } : {}),
-      ...(onTrial
-        ? {
-            onTrial: (t) =>
-              onTrial(
-                JSON.stringify({
-                  iteration,
-                  trialId: t.trialId,
-                  opponent: t.opponent,
-                  seat: t.seat,
-                  attempts: t.attempts,
-                }),
-              ),
-          }
-        : {}),
+      ...(onTrial ? { onTrial } : {}),
     });
     return {
       iteration,
@@ -395,13 +383,31 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   };
   log(`final evaluation: ${config.eval.finalTrials} trials per cell, ${evalAttempts} attempts`);
   const evalPath = join(outDir, "eval-trials.jsonl");
+  const evalTranscriptsPath = join(outDir, "eval-transcripts.jsonl");
   await writeFileAtomic(evalPath, "");
+  await writeFileAtomic(evalTranscriptsPath, "");
+  const keptPerCell = new Map<string, number>();
   let finalEval: EvalSnapshot;
   try {
     finalEval = await runEval(
       total,
       config.eval.finalTrials,
-      (line) => appendFileSync(evalPath, `${line}\n`),
+      (t, cell) => {
+        const outcome = {
+          iteration: total,
+          trialId: t.trialId,
+          opponent: t.opponent,
+          seat: t.seat,
+          attempts: t.attempts,
+        };
+        appendFileSync(evalPath, `${JSON.stringify(outcome)}\n`);
+        // The whole play of the first few trials of each cell, for `mage replay`.
+        const key = `${cell.opponent}\u0000${cell.seat}`;
+        const kept = keptPerCell.get(key) ?? 0;
+        if (kept >= config.eval.transcriptsPerCell) return;
+        keptPerCell.set(key, kept + 1);
+        appendFileSync(evalTranscriptsPath, `${JSON.stringify({ ...outcome, memory: t.memory })}\n`);
+      },
       undefined,
       opts.shouldStop,
     );

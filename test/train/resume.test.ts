@@ -10,6 +10,7 @@ import { presetConfig } from "../../src/model/config.js";
 import { initParams } from "../../src/model/params.js";
 import { paramsToMap } from "../../src/model/params-io.js";
 import { byteTokenizer } from "../../src/model/tokenizer.js";
+import { readTrialLog } from "../../src/replay/read.js";
 import { loadConfig } from "../../src/train/config.js";
 import { train } from "../../src/train/trainer.js";
 
@@ -108,11 +109,20 @@ describe("resume", () => {
     const cfgPath = join(root, "run.yaml");
     writeFileSync(
       cfgPath,
-      `game: kuhn\nmodel: { checkpoint: ${JSON.stringify(join(root, "base"))} }\ntask: { attempts: 2, maxTurns: 2 }\npopulation: { opponents: [{ spec: aggressive }] }\nrollout: { tasksPerIteration: 1, groupSize: 2, maxResponseTokens: 4 }\ntrain: { iterations: 2 }\neval: { every: 0, finalTrials: 3, scaling: { attempts: 3, trials: 2, cells: [{ opponent: cfr, seat: second }] } }\n`,
+      `game: kuhn\nmodel: { checkpoint: ${JSON.stringify(join(root, "base"))} }\ntask: { attempts: 2, maxTurns: 2 }\npopulation: { opponents: [{ spec: aggressive }] }\nrollout: { tasksPerIteration: 1, groupSize: 2, maxResponseTokens: 4 }\ntrain: { iterations: 2 }\neval: { every: 0, finalTrials: 3, transcriptsPerCell: 2, scaling: { attempts: 3, trials: 2, cells: [{ opponent: cfr, seat: second }] } }\n`,
     );
     const config = loadConfig(cfgPath);
     const straight = join(root, "straight");
     const whole = await train({ config, outDir: straight, resume: false, progress: false, log: () => {} });
+    // Every final-evaluation trial's outcome, and the whole play of the first two per cell.
+    const outcomes = readTrialLog(join(straight, "eval-trials.jsonl")).records;
+    const kept = readTrialLog(join(straight, "eval-transcripts.jsonl")).records;
+    const cellCount = whole.summary.finalEval?.cells.length ?? 0;
+    assert.ok(cellCount > 0);
+    assert.equal(outcomes.length, 3 * cellCount);
+    assert.ok(outcomes.every((r) => r.memory === undefined));
+    assert.equal(kept.length, 2 * cellCount);
+    assert.ok(kept.every((r) => r.memory !== undefined && r.memory.attempts.length === r.attempts.length));
 
     // The training loop asks once per iteration; every later question comes from the evaluations.
     for (const stopAt of [3, 4]) {

@@ -8,11 +8,13 @@ import type { Command } from "../command.js";
 const USAGE = [
   "mage replay RUN_DIR|FILE.jsonl [--iteration N] [--trial ID] [--line N] [--opponent SPEC]",
   "            [--seat first|second] [--outcome won|lost|draw|cut-off] [--limit N] [--compact] [--list] [--tactics]",
-  "  Replays logged trials: a training run's transcripts.jsonl (sampled trials of each iteration)",
-  "  or a `mage eval --out` file. Without a selection it lists the trials, one line each; with one",
-  "  (--iteration, --trial, --line, --opponent, --seat, --outcome) it prints the matching trials",
-  "  attempt by attempt: observations, answers, feedback, outcomes and reflections (--list lists them",
-  "  instead). --outcome matches a trial's last attempt. --compact shows the compact observations.",
+  "  Replays logged trials: a training run's transcripts.jsonl (sampled trials of each iteration, the",
+  "  default for RUN_DIR), its eval-transcripts.jsonl (the final evaluation's first trials of each",
+  "  cell, eval.transcriptsPerCell) or a `mage eval --out` file. Without a selection it lists the",
+  "  trials, one line each; with one (--iteration, --trial, --line, --opponent, --seat, --outcome) it",
+  "  prints the matching trials attempt by attempt: observations, answers, feedback, outcomes and",
+  "  reflections (--list lists them instead). --outcome matches a trial's last attempt. --compact",
+  "  shows the compact observations.",
   "  --tactics (TicTacToe): over every matching trial, how often the agent took a one-move win and",
   "  blocked the opponent's when it could.",
 ].join("\n");
