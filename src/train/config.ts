@@ -159,7 +159,7 @@ export const ConfigSchema = z
         atStart: z.boolean().default(false),
         trials: z.number().int().positive().default(64),
         finalTrials: z.number().int().positive().default(500),
-        /** The final evaluation keeps the whole play of this many trials per cell (eval-transcripts.jsonl). */
+        /** The final evaluation keeps the whole play of each cell's first trials by index (eval-transcripts.jsonl). */
         transcriptsPerCell: z.number().int().min(0).default(5),
         attempts: z.number().int().min(1).optional(),
         reflection: z.enum(["reflection_only", "history_only", "history_and_reflection", "none"]).optional(),

@@ -386,13 +386,12 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const evalTranscriptsPath = join(outDir, "eval-transcripts.jsonl");
   await writeFileAtomic(evalPath, "");
   await writeFileAtomic(evalTranscriptsPath, "");
-  const keptPerCell = new Map<string, number>();
   let finalEval: EvalSnapshot;
   try {
     finalEval = await runEval(
       total,
       config.eval.finalTrials,
-      (t, cell) => {
+      (t) => {
         const outcome = {
           iteration: total,
           trialId: t.trialId,
@@ -401,11 +400,9 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
           attempts: t.attempts,
         };
         appendFileSync(evalPath, `${JSON.stringify(outcome)}\n`);
-        // The whole play of the first few trials of each cell, for `mage replay`.
-        const key = `${cell.opponent}\u0000${cell.seat}`;
-        const kept = keptPerCell.get(key) ?? 0;
-        if (kept >= config.eval.transcriptsPerCell) return;
-        keptPerCell.set(key, kept + 1);
+        // The whole play of each cell's first trials by index (not the first to finish, which
+        // would favour trials won early), for `mage replay`.
+        if (t.trialId % config.eval.finalTrials >= config.eval.transcriptsPerCell) return;
         appendFileSync(evalTranscriptsPath, `${JSON.stringify({ ...outcome, memory: t.memory })}\n`);
       },
       undefined,

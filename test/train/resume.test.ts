@@ -122,6 +122,10 @@ describe("resume", () => {
     assert.equal(outcomes.length, 3 * cellCount);
     assert.ok(outcomes.every((r) => r.memory === undefined));
     assert.equal(kept.length, 2 * cellCount);
+    assert.ok(
+      kept.every((r) => r.trialId % 3 < 2),
+      "each cell's first trials by index, not by finish",
+    );
     assert.ok(kept.every((r) => r.memory !== undefined && r.memory.attempts.length === r.attempts.length));
 
     // The training loop asks once per iteration; every later question comes from the evaluations.
