@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -42,6 +42,25 @@ describe("mage eval", () => {
       ]);
       assert.match(out, /^aggressive \(agent second, seen\)/m);
       assert.match(out, /^cfr \(agent second, unseen\)/m);
+
+      // A checkpoint written before the pool was recorded: its run directory's config.yaml says.
+      const older = join(dir, "run", "checkpoints", "iter-000001");
+      await saveCheckpoint(older, {
+        config: model,
+        params: paramsToMap(initParams(model, Rng.seeded(1))),
+        tokenizer: tok,
+        meta: { game: "kuhn" },
+      });
+      await writeFile(
+        join(dir, "run", "config.yaml"),
+        "game: kuhn\npopulation:\n  opponents:\n    - { spec: conservative }\n",
+      );
+      const fromRun = await evalLines([
+        ...["--checkpoint", older, "--opponent", "conservative,aggressive", "--seat", "first"],
+        ...["--trials", "1", "--attempts", "1", "--max-tokens", "4", "--out", join(dir, "u.jsonl")],
+      ]);
+      assert.match(fromRun, /^conservative \(agent first, seen\)/m);
+      assert.match(fromRun, /^aggressive \(agent first, unseen\)/m);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -1,5 +1,5 @@
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js";
 import { loadCheckpoint } from "../../model/checkpoint.js";
@@ -12,6 +12,7 @@ import {
 } from "../../rollout/runner.js";
 import { checkOpponentSpec, loadTask, TASK_NAMES } from "../../tasks/registry.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
+import { readConfigFile } from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
@@ -40,11 +41,29 @@ function num(name: string, v: string | undefined, fallback: number, integer = fa
  * corpus pool); empty when unknown (another policy, or a checkpoint older than the record), so
  * every opponent then counts as unseen.
  */
-function trainingOpponents(meta: Record<string, unknown> | null, game: string): Set<string> {
+function trainingOpponents(
+  meta: Record<string, unknown> | null,
+  game: string,
+  checkpoint: string,
+): Set<string> {
   if (Array.isArray(meta?.trainingOpponents))
     return new Set(meta.trainingOpponents.filter((s): s is string => typeof s === "string"));
   if (meta?.pretrain && (PRETRAIN_GAMES as readonly string[]).includes(game))
     return new Set((DEFAULT_POOLS[game as PretrainGame] ?? []).map((e) => e.spec));
+  // Checkpoints written before the pool was recorded: the run directory's config.yaml has it.
+  const runConfig = join(checkpoint, "..", "..", "config.yaml");
+  if (basename(dirname(resolve(checkpoint))) === "checkpoints" && existsSync(runConfig)) {
+    try {
+      const opponents = (readConfigFile(runConfig).population as { opponents?: unknown } | undefined)
+        ?.opponents;
+      if (Array.isArray(opponents))
+        return new Set(
+          opponents.map((o) => (o as { spec?: unknown })?.spec).filter((s) => typeof s === "string"),
+        );
+    } catch {
+      // An unreadable run config leaves the pool unknown.
+    }
+  }
   return new Set();
 }
 
@@ -124,7 +143,7 @@ export const command: Command = {
     // Every flag is checked before the checkpoint is read.
     if (values.checkpoint !== undefined && task.twoPlayer) {
       meta ??= (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
-      const seen = trainingOpponents(meta, game);
+      const seen = trainingOpponents(meta, game, values.checkpoint);
       cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !seen.has(c.opponent) }));
     }
     const opened = await openPolicy(spec);
