@@ -1,6 +1,6 @@
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { weightsSha256 } from "../model/checkpoint.js";
+import { readSummaryJson } from "./plan-state.js";
 import type { ExperimentPlan } from "./spec.js";
 
 /**
@@ -17,13 +17,9 @@ export function baseConflict(plan: ExperimentPlan, dir: string): string | null {
   for (const run of plan.runs) {
     if (run.pretrainedDir !== dir) continue;
     for (const file of [run.summaryPath, join(run.runDir, "summary.json")]) {
-      if (!existsSync(file)) continue;
-      let sha: unknown;
-      try {
-        sha = JSON.parse(readFileSync(file, "utf8"))?.baseModel?.sha256;
-      } catch {
-        continue;
-      }
+      const summary = readSummaryJson(file);
+      if (!summary) continue;
+      const sha = (summary.baseModel as { sha256?: unknown } | undefined)?.sha256;
       if (typeof sha === "string" && sha !== now) {
         differing.push(file);
         recorded = sha;

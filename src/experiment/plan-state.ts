@@ -13,33 +13,33 @@ export type RunState =
   | { kind: "resumes"; iteration: number; of: number }
   | { kind: "new" };
 
-/** A summary with its final evaluation, or null (missing, unreadable or from an unfinished run). */
-export function readFinalSummary(path: string): { wallSeconds?: unknown } | null {
+/** A run summary's JSON, finished or not, or null when it is missing or unreadable. */
+export function readSummaryJson(path: string): Record<string, unknown> | null {
   if (!existsSync(path)) return null;
   try {
     const s = JSON.parse(readFileSync(path, "utf8"));
-    return s.format === SUMMARY_FORMAT && s.finalEval !== null && s.finalEval !== undefined ? s : null;
+    return typeof s === "object" && s !== null ? s : null;
   } catch {
     return null;
   }
 }
 
-function checkpointIteration(runDir: string): number | null {
-  const summaryPath = join(runDir, "summary.json");
-  if (!existsSync(summaryPath)) return null;
-  try {
-    const s = JSON.parse(readFileSync(summaryPath, "utf8"));
-    return typeof s.iterationsDone === "number" ? s.iterationsDone : null;
-  } catch {
-    return null;
-  }
+function isFinal(s: Record<string, unknown> | null): boolean {
+  return s?.format === SUMMARY_FORMAT && s.finalEval !== null && s.finalEval !== undefined;
+}
+
+/** A summary with its final evaluation, or null (missing, unreadable or from an unfinished run). */
+export function readFinalSummary(path: string): { wallSeconds?: unknown } | null {
+  const s = readSummaryJson(path);
+  return isFinal(s) ? s : null;
 }
 
 export function runState(run: PlannedRun): RunState {
   if (readFinalSummary(run.summaryPath)) return { kind: "committed" };
-  if (readFinalSummary(join(run.runDir, "summary.json"))) return { kind: "finished" };
-  const iteration = checkpointIteration(run.runDir);
-  if (iteration !== null && existsSync(join(run.runDir, "checkpoints")))
+  const inRunDir = readSummaryJson(join(run.runDir, "summary.json"));
+  if (isFinal(inRunDir)) return { kind: "finished" };
+  const iteration = inRunDir?.iterationsDone;
+  if (typeof iteration === "number" && existsSync(join(run.runDir, "checkpoints")))
     return { kind: "resumes", iteration, of: run.config.train.iterations };
   return { kind: "new" };
 }
@@ -70,17 +70,16 @@ function describePretrain(
 /** One line per base model and run, then a tally. */
 export function describePlan(plan: ExperimentPlan): string[] {
   const states = new Map(plan.runs.map((r) => [r, runState(r)] as const));
+  const bases = plan.pretrains.map((p) => [p, describePretrain(p, plan, states)] as const);
   const lines: string[] = [];
-  for (const p of plan.pretrains)
-    lines.push(
-      `pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}: ${describePretrain(p, plan, states)}`,
-    );
+  for (const [p, state] of bases)
+    lines.push(`pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}: ${state}`);
   for (const r of plan.runs)
     lines.push(
       `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}: ${describeRun(states.get(r)!, r)}`,
     );
   const count = (kind: RunState["kind"]) => [...states.values()].filter((s) => s.kind === kind).length;
-  const toPretrain = plan.pretrains.filter((p) => describePretrain(p, plan, states) === "to pretrain").length;
+  const toPretrain = bases.filter(([, state]) => state === "to pretrain").length;
   lines.push(
     `${plan.runs.length} runs: ${count("committed")} done, ${count("finished")} finished but not copied, ` +
       `${count("resumes")} to resume, ${count("new")} to start; ${toPretrain} base model(s) to pretrain`,

@@ -396,7 +396,8 @@ export interface LoadCheckpointOptions {
   trainingState?: boolean;
 }
 
-export async function loadCheckpoint(dir: string, opts: LoadCheckpointOptions = {}): Promise<Checkpoint> {
+/** The resolved directory of a complete checkpoint (recovering an interrupted save first), or an error. */
+async function completeCheckpointDir(dir: string): Promise<string> {
   const target = resolve(dir);
   if (basename(target).startsWith("."))
     throw new Error(`checkpoint: ${dir} is a hidden (temporary) directory, not a checkpoint`);
@@ -405,6 +406,17 @@ export async function loadCheckpoint(dir: string, opts: LoadCheckpointOptions = 
     throw new Error(
       `checkpoint: ${dir} is not a complete checkpoint directory (needs ${REQUIRED_FILES.join(", ")})`,
     );
+  return target;
+}
+
+/** A checkpoint's meta.json alone, for callers that need its game or pool but not its weights. */
+export async function readCheckpointMeta(dir: string): Promise<CheckpointMeta> {
+  const target = await completeCheckpointDir(dir);
+  return JSON.parse(await readFile(join(target, CHECKPOINT_FILES.meta), "utf8")) as CheckpointMeta;
+}
+
+export async function loadCheckpoint(dir: string, opts: LoadCheckpointOptions = {}): Promise<Checkpoint> {
+  const target = await completeCheckpointDir(dir);
 
   const configJson = JSON.parse(await readFile(join(target, CHECKPOINT_FILES.config), "utf8"));
   if (configJson?.format !== CHECKPOINT_FORMAT)

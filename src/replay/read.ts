@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { UsageError } from "../core/errors.js";
+import type { AttemptSummary } from "../rollout/types.js";
 import type { TrialMemory } from "../tasks/memory.js";
 
 /**
@@ -8,16 +9,6 @@ import type { TrialMemory } from "../tasks/memory.js";
  * eval-trials.jsonl: final-evaluation outcomes) and `mage eval --out` (every trial with its memory)
  * write them: one JSON object per line.
  */
-export interface AttemptOutcome {
-  won: boolean;
-  draw: boolean;
-  score: number;
-  reward: number;
-  turns: number;
-  invalidActions: number;
-  finished: boolean;
-}
-
 export interface TrialRecord {
   /** 1-based line in the file, to point at a record. */
   line: number;
@@ -26,7 +17,7 @@ export interface TrialRecord {
   opponent: string | null;
   seat: string | null;
   taskSeed?: number;
-  attempts: AttemptOutcome[];
+  attempts: AttemptSummary[];
   aborted?: boolean;
   stopReason?: string;
   memory?: TrialMemory;
@@ -50,8 +41,8 @@ export function resolveTrialLog(path: string): string {
   );
 }
 
-function isAttempt(x: unknown): x is AttemptOutcome {
-  const a = x as AttemptOutcome;
+function isAttempt(x: unknown): x is AttemptSummary {
+  const a = x as AttemptSummary;
   return typeof a === "object" && a !== null && typeof a.won === "boolean" && typeof a.score === "number";
 }
 
@@ -70,7 +61,7 @@ function asRecord(value: unknown, line: number): TrialRecord | null {
     opponent: typeof v.opponent === "string" ? v.opponent : null,
     seat: typeof v.seat === "string" ? v.seat : null,
     ...(typeof v.taskSeed === "number" ? { taskSeed: v.taskSeed } : {}),
-    attempts: v.attempts as AttemptOutcome[],
+    attempts: v.attempts as AttemptSummary[],
     ...(v.aborted === true ? { aborted: true } : {}),
     ...(typeof v.stopReason === "string" ? { stopReason: v.stopReason } : {}),
     ...(memory ? { memory } : {}),

@@ -1,5 +1,6 @@
+import type { AttemptSummary } from "../rollout/types.js";
 import type { AttemptRecord, TurnRecord } from "../tasks/memory.js";
-import type { AttemptOutcome, TrialRecord } from "./read.js";
+import type { TrialRecord } from "./read.js";
 
 /**
  * Plain-text replay of logged trials: what the agent saw, answered and was told, attempt by
@@ -10,7 +11,7 @@ export interface RenderOptions {
   compact?: boolean;
 }
 
-export function outcomeWord(a: AttemptOutcome): string {
+export function outcomeWord(a: AttemptSummary): string {
   if (!a.finished) return "cut off";
   return a.won ? "won" : a.draw ? "draw" : "lost";
 }
@@ -62,7 +63,7 @@ function turnLines(t: TurnRecord, n: number, o: RenderOptions): string[] {
   return out;
 }
 
-function attemptLines(a: AttemptRecord, outcome: AttemptOutcome | undefined, o: RenderOptions): string[] {
+function attemptLines(a: AttemptRecord, outcome: AttemptSummary | undefined, o: RenderOptions): string[] {
   const head = outcome
     ? `attempt ${a.index + 1}: ${outcomeWord(outcome)}, score ${signed(outcome.score)}, reward ${signed(outcome.reward)}, ` +
       `${plural(outcome.turns, "turn")}${outcome.invalidActions > 0 ? `, ${outcome.invalidActions} invalid` : ""}`

@@ -227,7 +227,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const runEval = async (
     iteration: number,
     trials: number,
-    onTrial?: (trial: TrialRecord, cell: EvalCell) => void,
+    onTrial?: (trial: TrialRecord) => void,
     scaling?: { attempts: number; cells: EvalCell[]; contextOverflow: ContextOverflow },
     shouldStop?: () => boolean,
   ) => {

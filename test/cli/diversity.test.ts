@@ -12,19 +12,9 @@ import { presetConfig } from "../../src/model/config.js";
 import { initParams } from "../../src/model/params.js";
 import { paramsToMap } from "../../src/model/params-io.js";
 import { byteTokenizer } from "../../src/model/tokenizer.js";
+import { runCommand } from "./run-command.js";
 
-/** Runs `mage diversity` in-process, capturing what it prints. */
-async function runDiversity(argv: string[]): Promise<{ code: number; out: string }> {
-  const out: string[] = [];
-  const log = console.log;
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  try {
-    const code = await command.run(argv);
-    return { code, out: out.join("\n") };
-  } finally {
-    console.log = log;
-  }
-}
+const runDiversity = (argv: string[]) => runCommand(command, argv);
 
 describe("mage diversity", () => {
   let root = "";

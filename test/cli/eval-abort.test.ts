@@ -5,23 +5,9 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { command } from "../../src/cli/commands/eval.js";
 import { ok, startFaultServer, status } from "../policy/fault-server.js";
+import { runCommand } from "./run-command.js";
 
-/** Runs `mage eval` in-process, capturing what it prints. */
-async function runEval(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const log = console.log;
-  const error = console.error;
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  console.error = (...a: unknown[]) => err.push(a.join(" "));
-  try {
-    const code = await command.run(argv);
-    return { code, out: out.join("\n"), err: err.join("\n") };
-  } finally {
-    console.log = log;
-    console.error = error;
-  }
-}
+const runEval = (argv: string[]) => runCommand(command, argv);
 
 describe("mage eval when the backend fails for good", () => {
   it("writes in-flight trials as aborted, reports counts and the backend, exits 1", async () => {

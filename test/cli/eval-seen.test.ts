@@ -4,36 +4,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { command } from "../../src/cli/commands/eval.js";
-import { Rng } from "../../src/core/rng.js";
-import { saveCheckpoint } from "../../src/model/checkpoint.js";
-import { presetConfig } from "../../src/model/config.js";
-import { initParams } from "../../src/model/params.js";
-import { paramsToMap } from "../../src/model/params-io.js";
-import { byteTokenizer } from "../../src/model/tokenizer.js";
+import { saveRandomCheckpoint } from "../model/random-checkpoint.js";
+import { runCommand } from "./run-command.js";
 
 async function evalLines(argv: string[]): Promise<string> {
-  const out: string[] = [];
-  const log = console.log;
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  try {
-    assert.equal(await command.run(argv), 0);
-    return out.join("\n");
-  } finally {
-    console.log = log;
-  }
+  const r = await runCommand(command, argv);
+  assert.equal(r.code, 0);
+  return r.out;
 }
 
 describe("mage eval", () => {
   it("labels an opponent seen when the checkpoint trained against it, unseen otherwise", async () => {
     const dir = await mkdtemp(join(tmpdir(), "mage-eval-seen-"));
     try {
-      const tok = byteTokenizer();
-      const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 256, nLayers: 1 });
       const checkpoint = join(dir, "ck");
-      await saveCheckpoint(checkpoint, {
-        config: model,
-        params: paramsToMap(initParams(model, Rng.seeded(1))),
-        tokenizer: tok,
+      await saveRandomCheckpoint(checkpoint, {
+        contextLength: 256,
+        seed: 1,
         meta: { game: "kuhn", trainingOpponents: ["aggressive", "conservative"] },
       });
       const out = await evalLines([
@@ -45,12 +32,7 @@ describe("mage eval", () => {
 
       // A checkpoint written before the pool was recorded: its run directory's config.yaml says.
       const older = join(dir, "run", "checkpoints", "iter-000001");
-      await saveCheckpoint(older, {
-        config: model,
-        params: paramsToMap(initParams(model, Rng.seeded(1))),
-        tokenizer: tok,
-        meta: { game: "kuhn" },
-      });
+      await saveRandomCheckpoint(older, { contextLength: 256, seed: 1, meta: { game: "kuhn" } });
       await writeFile(
         join(dir, "run", "config.yaml"),
         "game: kuhn\npopulation:\n  opponents:\n    - { spec: conservative }\n",

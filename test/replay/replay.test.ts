@@ -8,6 +8,7 @@ import { command } from "../../src/cli/commands/replay.js";
 import { UsageError } from "../../src/core/errors.js";
 import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../src/replay/read.js";
 import { renderTrial, trialLine } from "../../src/replay/render.js";
+import { runCommand } from "../cli/run-command.js";
 
 const turn = (o: Partial<Record<string, unknown>>) => ({
   reward: 0,
@@ -72,20 +73,7 @@ function writeLog(lines: string[]): string {
   return dir;
 }
 
-async function runCli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const [log, error] = [console.log, console.error];
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  console.error = (...a: unknown[]) => err.push(a.join(" "));
-  try {
-    const code = await command.run(argv);
-    return { code, out: out.join("\n"), err: err.join("\n") };
-  } finally {
-    console.log = log;
-    console.error = error;
-  }
-}
+const runCli = (argv: string[]) => runCommand(command, argv);
 
 describe("replay", () => {
   it("reads a trial log, keeping line numbers and skipping a partial last line", () => {

@@ -4,15 +4,11 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { Rng } from "../../src/core/rng.js";
-import { loadCheckpoint, saveCheckpoint } from "../../src/model/checkpoint.js";
-import { presetConfig } from "../../src/model/config.js";
-import { initParams } from "../../src/model/params.js";
-import { paramsToMap } from "../../src/model/params-io.js";
-import { byteTokenizer } from "../../src/model/tokenizer.js";
+import { loadCheckpoint } from "../../src/model/checkpoint.js";
 import { readTrialLog } from "../../src/replay/read.js";
 import { loadConfig } from "../../src/train/config.js";
 import { train } from "../../src/train/trainer.js";
+import { saveRandomCheckpoint } from "../model/random-checkpoint.js";
 
 const TIMING_KEYS = new Set(["rollout_ms", "update_ms", "wall_s"]);
 
@@ -35,15 +31,8 @@ async function waitFor(pred: () => boolean, ms: number): Promise<void> {
   }
 }
 
-/** A one-layer tiny model with random weights and a byte tokenizer: a base to train from. */
-async function saveRandomBase(dir: string, contextLength: number): Promise<void> {
-  const tok = byteTokenizer();
-  const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength, nLayers: 1 });
-  await saveCheckpoint(dir, {
-    config: model,
-    params: paramsToMap(initParams(model, Rng.seeded(4))),
-    tokenizer: tok,
-  });
+function saveRandomBase(dir: string, contextLength: number): Promise<void> {
+  return saveRandomCheckpoint(dir, { contextLength, seed: 4 });
 }
 
 describe("resume", () => {

@@ -11,7 +11,7 @@ import {
   formatDiversity,
   measureDiversity,
 } from "../../evaluate/diversity.js";
-import { loadCheckpoint } from "../../model/checkpoint.js";
+import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { checkOpponentSpec } from "../../tasks/registry.js";
 import { parseFlags } from "../args.js";
@@ -79,7 +79,7 @@ export const command: Command = {
     }
     let game = values.game;
     if (game === undefined && values.checkpoint !== undefined) {
-      const meta = (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
+      const meta = await readCheckpointMeta(values.checkpoint);
       if (typeof meta.game === "string") game = meta.game;
     }
     if (game === undefined) {

@@ -2,7 +2,7 @@ import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js";
-import { loadCheckpoint } from "../../model/checkpoint.js";
+import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { EVAL_SAMPLING } from "../../policy/types.js";
 import {
@@ -103,7 +103,7 @@ export const command: Command = {
     let game = values.game;
     let meta: Record<string, unknown> | null = null;
     if (game === undefined && values.checkpoint !== undefined) {
-      meta = (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
+      meta = await readCheckpointMeta(values.checkpoint);
       if (typeof meta.game === "string") game = meta.game;
     }
     if (game === undefined)
@@ -142,7 +142,7 @@ export const command: Command = {
     }
     // Every flag is checked before the checkpoint is read.
     if (values.checkpoint !== undefined && task.twoPlayer) {
-      meta ??= (await loadCheckpoint(values.checkpoint)).meta as Record<string, unknown>;
+      meta ??= await readCheckpointMeta(values.checkpoint);
       const seen = trainingOpponents(meta, game, values.checkpoint);
       cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !seen.has(c.opponent) }));
     }
