@@ -144,7 +144,7 @@ function collect(dir: string, files: string[], seenDirs: Set<string>): void {
   }
 }
 
-function compareRuns(a: LoadedSummary, b: LoadedSummary): number {
+export function compareRuns(a: LoadedSummary, b: LoadedSummary): number {
   const s = a.summary;
   const t = b.summary;
   if (s.game !== t.game) return s.game < t.game ? -1 : 1;
@@ -153,20 +153,20 @@ function compareRuns(a: LoadedSummary, b: LoadedSummary): number {
   return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
 }
 
-/**
- * Loads every run summary the inputs name. Throws a UsageError (exit code 2) when an input does
- * not exist or cannot be read, when a file named directly is not a summary, or when nothing is found.
- */
-export function loadSummaries(inputs: readonly string[]): LoadResult {
+interface FoundInput {
+  input: string;
+  abs: string;
+  /** The candidate summary files under it, not already found under an earlier input. */
+  files: string[];
+}
+
+function findInputs(inputs: readonly string[]): FoundInput[] {
   if (inputs.length === 0) {
     throw new UsageError("no input given: name run directories or directories of summaries");
   }
-  const notes: string[] = [];
-  const runs: LoadedSummary[] = [];
-  const companions: CompanionFile[] = [];
   const seenFiles = new Set<string>();
   const seenDirs = new Set<string>();
-  for (const input of inputs) {
+  return inputs.map((input) => {
     const abs = resolve(input);
     let st: ReturnType<typeof statSync>;
     try {
@@ -174,14 +174,39 @@ export function loadSummaries(inputs: readonly string[]): LoadResult {
     } catch (err) {
       throw new UsageError(`cannot read ${input}: ${(err as Error).message}`);
     }
-    const files: string[] = [];
-    if (st.isDirectory()) collect(abs, files, seenDirs);
-    else if (st.isFile()) files.push(abs);
+    const found: string[] = [];
+    if (st.isDirectory()) collect(abs, found, seenDirs);
+    else if (st.isFile()) found.push(abs);
     else throw new UsageError(`${input} is neither a directory nor a file`);
-    for (const file of files) {
+    const files = found.filter((file) => {
       const real = realpathSync(file);
-      if (seenFiles.has(real)) continue;
+      if (seenFiles.has(real)) return false;
       seenFiles.add(real);
+      return true;
+    });
+    return { input, abs, files };
+  });
+}
+
+/**
+ * The files that may be run summaries under each input (a run directory gives its summary.json, a
+ * directory every `*.json` below it), each once, in a stable order. Throws a UsageError when an
+ * input does not exist or cannot be read.
+ */
+export function findSummaryFiles(inputs: readonly string[]): string[] {
+  return findInputs(inputs).flatMap((f) => f.files);
+}
+
+/**
+ * Loads every run summary the inputs name. Throws a UsageError (exit code 2) when an input does
+ * not exist or cannot be read, when a file named directly is not a summary, or when nothing is found.
+ */
+export function loadSummaries(inputs: readonly string[]): LoadResult {
+  const notes: string[] = [];
+  const runs: LoadedSummary[] = [];
+  const companions: CompanionFile[] = [];
+  for (const { input, abs, files } of findInputs(inputs)) {
+    for (const file of files) {
       const parsed = parseSummaryFile(file);
       if (parsed.ok) runs.push({ path: file, summary: parsed.summary });
       else if (parsed.companion && file !== abs) companions.push({ path: file, ...parsed.companion });

@@ -18,4 +18,5 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   experiment: async () => (await import("./experiment.js")).command,
   diversity: async () => (await import("./diversity.js")).command,
   replay: async () => (await import("./replay.js")).command,
+  dashboard: async () => (await import("./dashboard.js")).command,
 };

@@ -1,7 +1,8 @@
 import { UsageError } from "../../core/errors.js";
 import { countTactics, formatTactics } from "../../evaluate/tictactoe-tactics.js";
-import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../replay/read.js";
-import { outcomeWord, renderTrial, trialLine } from "../../replay/render.js";
+import { isOutcome, isSelecting, matchesTrial, OUTCOMES, type TrialFilter } from "../../replay/filter.js";
+import { readTrialLog, resolveTrialLog } from "../../replay/read.js";
+import { renderTrial, trialLine } from "../../replay/render.js";
 import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
@@ -18,8 +19,6 @@ const USAGE = [
   "  --tactics (TicTacToe): over every matching trial, how often the agent took a one-move win and",
   "  blocked the opponent's when it could.",
 ].join("\n");
-
-const OUTCOMES = ["won", "lost", "draw", "cut-off"] as const;
 
 function intFlag(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -53,7 +52,7 @@ export const command: Command = {
       throw new UsageError(`give one run directory or JSONL file\nusage: ${USAGE}`);
     if (values.seat !== undefined && values.seat !== "first" && values.seat !== "second")
       throw new UsageError(`--seat must be first or second, got "${values.seat}"`);
-    if (values.outcome !== undefined && !(OUTCOMES as readonly string[]).includes(values.outcome))
+    if (values.outcome !== undefined && !isOutcome(values.outcome))
       throw new UsageError(`--outcome must be one of ${OUTCOMES.join(", ")}, got "${values.outcome}"`);
     const iteration = intFlag("iteration", values.iteration);
     const trial = intFlag("trial", values.trial);
@@ -68,22 +67,16 @@ export const command: Command = {
         `mage replay: ${log.skipped.length} line(s) of ${log.file} are not trial records (line ${shown}${log.skipped.length > 5 ? ", …" : ""}); skipped`,
       );
     }
-    const matches = (r: TrialRecord): boolean => {
-      const last = r.attempts[r.attempts.length - 1];
-      return (
-        (iteration === undefined || r.iteration === iteration) &&
-        (trial === undefined || r.trialId === trial) &&
-        (line === undefined || r.line === line) &&
-        (values.opponent === undefined || r.opponent === values.opponent) &&
-        (values.seat === undefined || r.seat === values.seat) &&
-        (values.outcome === undefined ||
-          (last !== undefined && outcomeWord(last).replace(" ", "-") === values.outcome))
-      );
+    const filter: TrialFilter = {
+      ...(iteration !== undefined ? { iteration } : {}),
+      ...(trial !== undefined ? { trialId: trial } : {}),
+      ...(line !== undefined ? { line } : {}),
+      ...(values.opponent !== undefined ? { opponent: values.opponent } : {}),
+      ...(values.seat !== undefined ? { seat: values.seat } : {}),
+      ...(values.outcome !== undefined && isOutcome(values.outcome) ? { outcome: values.outcome } : {}),
     };
-    const selected = log.records.filter(matches);
-    const selecting = [iteration, trial, line, values.opponent, values.seat, values.outcome].some(
-      (v) => v !== undefined,
-    );
+    const selected = log.records.filter((r) => matchesTrial(r, filter));
+    const selecting = isSelecting(filter);
     const listing = values.list === true || !selecting;
     const cap = limit ?? (listing ? 50 : 5);
     if (selected.length === 0) {

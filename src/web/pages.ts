@@ -1,0 +1,234 @@
+import { join } from "node:path";
+import type { TrialFilter } from "../replay/filter.js";
+import { OUTCOMES } from "../replay/filter.js";
+import type { TrialRecord } from "../replay/read.js";
+import { renderTrial, trialLine } from "../replay/render.js";
+import { formatDuration, formatPercent, formatScore, scoreFirst, scoreName } from "../report/markdown.js";
+import type { EvalSnapshot, RunSummary } from "../train/summary.js";
+import { escapeHtml, href } from "./html.js";
+import { type DashboardRun, TRIAL_LOGS, type TrialLogKey } from "./runs.js";
+
+/** The bodies of the dashboard's pages, as HTML strings built from plain data. */
+
+export function runLabel(s: RunSummary): string {
+  return `${s.name} · seed ${s.seed}`;
+}
+
+function ago(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 90 ? `${s} s ago` : `${formatDuration(s)} ago`;
+}
+
+function progressBar(done: number, total: number): string {
+  const pct = total > 0 ? Math.min(100, (100 * done) / total) : 0;
+  return `<span class="bar" title="${done} of ${total} iterations"><span style="width:${pct.toFixed(1)}%"></span></span>${done}/${total}`;
+}
+
+function stateText(run: DashboardRun, nowMs: number): string {
+  const s = run.summary;
+  const total = s.config.train.iterations;
+  if (run.state === "finished") return `<span class="state-finished">finished</span>`;
+  if (run.state === "active") {
+    const doing = s.iterationsDone >= total ? "final evaluation" : `iteration ${s.iterationsDone + 1}`;
+    return `<span class="state-active">running</span> <span class="muted">(${doing}; last write ${ago(nowMs - run.lastWriteMs)})</span>`;
+  }
+  return `<span class="state-stopped">stopped</span> <span class="muted">(last write ${ago(nowMs - run.lastWriteMs)})</span>`;
+}
+
+/** The newest evaluation of a run: the final one, else the last periodic one. */
+export function latestEval(s: RunSummary): EvalSnapshot | null {
+  if (s.finalEval) return s.finalEval;
+  return s.periodicEval.length > 0 ? s.periodicEval[s.periodicEval.length - 1] : null;
+}
+
+/** One line per evaluation cell: the game's headline measure at the last attempt, with its interval. */
+function evalHeadline(s: RunSummary): string {
+  const snap = latestEval(s);
+  if (!snap || snap.cells.length === 0) return `<span class="muted">no evaluation yet</span>`;
+  const lines = snap.cells.map((c) => {
+    const m = c.metrics;
+    const K = m.attempts;
+    const vs = `${c.opponent}${c.seat !== "none" ? `, ${c.seat}` : ""}`;
+    const value = scoreFirst(s.game)
+      ? `final ${scoreName(s.game)} ${formatScore(m.final.mean)}`
+      : `success@${K} ${formatPercent(m.successAt[K - 1]?.mean ?? Number.NaN)}`;
+    return `${escapeHtml(vs)}: ${value}`;
+  });
+  const when = s.finalEval ? "final" : `iteration ${snap.iteration}`;
+  return `${lines.join("<br>")}<br><span class="muted">${when}, ${snap.trialsPerCell} trials per cell</span>`;
+}
+
+function runRow(r: DashboardRun, nowMs: number): string {
+  const s = r.summary;
+  return `<tr>
+<td><input type="checkbox" name="id" value="${escapeHtml(r.id)}" aria-label="compare ${escapeHtml(runLabel(s))}"></td>
+<td><a href="${href("/run", { id: r.id })}">${escapeHtml(s.name)}</a> <span class="muted">s${s.seed}</span><br><span class="muted">${escapeHtml(r.id)}</span></td>
+<td>${escapeHtml(s.game)}</td>
+<td>${progressBar(s.iterationsDone, s.config.train.iterations)}</td>
+<td>${stateText(r, nowMs)}</td>
+<td>${evalHeadline(s)}</td>
+<td class="num">${formatDuration(s.wallSeconds)}</td>
+</tr>`;
+}
+
+/** The folder a run id lies in ("." for a run at the top). */
+export function folderOf(id: string): string {
+  const cut = id.lastIndexOf("/");
+  return cut < 0 ? "." : id.slice(0, cut);
+}
+
+export function indexBody(runs: readonly DashboardRun[], nowMs: number): string {
+  if (runs.length === 0) {
+    return `<h1>No runs yet</h1>
+<p>Nothing under these folders holds a run summary. Start one, and it appears here within seconds:</p>
+<pre>mage train --config configs/quickstart.yaml</pre>`;
+  }
+  // One table per folder: an experiment's runs share one, with a link comparing all of them.
+  const folders = new Map<string, DashboardRun[]>();
+  for (const r of [...runs].sort((a, b) =>
+    folderOf(a.id) < folderOf(b.id) ? -1 : folderOf(a.id) > folderOf(b.id) ? 1 : 0,
+  )) {
+    const f = folderOf(r.id);
+    folders.set(f, [...(folders.get(f) ?? []), r]);
+  }
+  const active = runs.filter((r) => r.state === "active").length;
+  const sections = [...folders].map(([folder, list]) => {
+    const compareAll =
+      list.length > 1
+        ? ` <a href="${href("/compare", { id: list.map((r) => r.id) })}">compare all ${list.length}</a>`
+        : "";
+    return `<h2>${escapeHtml(folder)}${compareAll}</h2>
+<table>
+<thead><tr><th></th><th>run</th><th>game</th><th>iterations</th><th>state</th><th>latest evaluation</th><th>wall</th></tr></thead>
+<tbody>
+${list.map((r) => runRow(r, nowMs)).join("\n")}
+</tbody>
+</table>`;
+  });
+  return `<h1>Runs</h1>
+<p>${runs.length} run${runs.length === 1 ? "" : "s"}, ${active} running. This page reloads when a run writes.</p>
+<form method="get" action="/compare">
+<p><button type="submit">Compare ticked runs</button> <span class="muted">one report over them: methods side by side, seeds pooled</span></p>
+${sections.join("\n")}
+</form>`;
+}
+
+function resumeHint(run: DashboardRun): string {
+  if (run.state !== "stopped" || run.runDir === null) return "";
+  const dir = run.id;
+  return `<p>Resume it with <code>mage train --config ${escapeHtml(join(dir, "config.yaml"))} --out ${escapeHtml(dir)} --resume</code></p>`;
+}
+
+function logLinks(run: DashboardRun): string {
+  if (run.logs.length === 0) {
+    return run.runDir === null
+      ? `<p class="muted">A committed summary: its trials stay in the run directory it came from.</p>`
+      : `<p class="muted">No trial logs in this run directory yet.</p>`;
+  }
+  const links = TRIAL_LOGS.filter((l) => run.logs.includes(l.key)).map(
+    (l) => `<a href="${href("/trials", { id: run.id, log: l.key })}">${escapeHtml(l.label)}</a>`,
+  );
+  return `<p>Replay trials: ${links.join(" · ")}</p>`;
+}
+
+export function runBody(run: DashboardRun, reportHtml: string, nowMs: number): string {
+  const s = run.summary;
+  return `<p>${stateText(run, nowMs)} · ${progressBar(s.iterationsDone, s.config.train.iterations)} · ${escapeHtml(run.summaryPath)}</p>
+${resumeHint(run)}
+${logLinks(run)}
+${reportHtml}`;
+}
+
+export interface TrialsView {
+  run: DashboardRun;
+  log: TrialLogKey;
+  file: string;
+  filter: TrialFilter;
+  /** Every record of the log, and the ones the filter keeps. */
+  total: number;
+  selected: readonly TrialRecord[];
+  page: number;
+  perPage: number;
+  /** Values offered in the filter's menus. */
+  opponents: readonly string[];
+  iterations: readonly number[];
+  skippedLines: number;
+}
+
+function select(name: string, values: readonly string[], current: string | undefined): string {
+  const options = ["", ...values].map(
+    (v) =>
+      `<option value="${escapeHtml(v)}"${v === (current ?? "") ? " selected" : ""}>${v === "" ? "all" : escapeHtml(v)}</option>`,
+  );
+  return `<label>${name}<select name="${name}">${options.join("")}</select></label>`;
+}
+
+function filterParams(v: { run: DashboardRun; log: TrialLogKey; filter: TrialFilter }) {
+  return {
+    id: v.run.id,
+    log: v.log,
+    iteration: v.filter.iteration,
+    opponent: v.filter.opponent,
+    seat: v.filter.seat,
+    outcome: v.filter.outcome,
+  };
+}
+
+export function trialsBody(v: TrialsView): string {
+  const f = v.filter;
+  const label = TRIAL_LOGS.find((l) => l.key === v.log)?.label ?? v.log;
+  const form = `<form class="filters" method="get" action="/trials">
+<input type="hidden" name="id" value="${escapeHtml(v.run.id)}"><input type="hidden" name="log" value="${escapeHtml(v.log)}">
+${v.iterations.length > 0 ? select("iteration", v.iterations.map(String), f.iteration?.toString()) : ""}
+${select("opponent", v.opponents, f.opponent)}
+${select("seat", ["first", "second"], f.seat)}
+${select("outcome", OUTCOMES, f.outcome)}
+<button type="submit">Filter</button>
+</form>`;
+  const start = v.page * v.perPage;
+  const shown = v.selected.slice(start, start + v.perPage);
+  const items = shown.map(
+    (r) =>
+      `<li><a href="${href("/trial", { ...filterParams(v), line: r.line })}">${escapeHtml(trialLine(r))}</a></li>`,
+  );
+  const pages = Math.ceil(v.selected.length / v.perPage);
+  const pager =
+    pages > 1
+      ? `<nav class="pager">${v.page > 0 ? `<a href="${href("/trials", { ...filterParams(v), page: v.page - 1 })}">← previous</a>` : ""}page ${v.page + 1} of ${pages}${v.page + 1 < pages ? ` <a href="${href("/trials", { ...filterParams(v), page: v.page + 1 })}">next →</a>` : ""}</nav>`
+      : "";
+  const skipped =
+    v.skippedLines > 0
+      ? `<p class="muted">${v.skippedLines} line(s) of the file are not trial records (a partial last line while the run writes): skipped.</p>`
+      : "";
+  return `<p><a href="${href("/run", { id: v.run.id })}">← ${escapeHtml(runLabel(v.run.summary))}</a></p>
+<h1>${escapeHtml(label)}</h1>
+<p class="muted">${escapeHtml(v.file)}: ${v.selected.length} of ${v.total} trials match.</p>
+${form}
+${skipped}
+${items.length > 0 ? `<ol class="trials">${items.join("\n")}</ol>` : "<p>No trial matches.</p>"}
+${pager}`;
+}
+
+export interface TrialView {
+  run: DashboardRun;
+  log: TrialLogKey;
+  filter: TrialFilter;
+  record: TrialRecord;
+  /** Neighbours within the filtered list, by line. */
+  previous?: number;
+  next?: number;
+}
+
+export function trialBody(v: TrialView): string {
+  const params = filterParams(v);
+  const nav = [
+    `<a href="${href("/trials", params)}">← all matching trials</a>`,
+    v.previous !== undefined
+      ? `<a href="${href("/trial", { ...params, line: v.previous })}">previous</a>`
+      : "",
+    v.next !== undefined ? `<a href="${href("/trial", { ...params, line: v.next })}">next</a>` : "",
+  ].filter((x) => x !== "");
+  return `<p><a href="${href("/run", { id: v.run.id })}">${escapeHtml(runLabel(v.run.summary))}</a> · ${nav.join(" · ")}</p>
+<h1>${escapeHtml(trialLine(v.record))}</h1>
+<pre>${escapeHtml(renderTrial(v.record))}</pre>`;
+}
