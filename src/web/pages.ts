@@ -133,10 +133,13 @@ function logLinks(run: DashboardRun): string {
 
 export function runBody(run: DashboardRun, reportHtml: string, nowMs: number): string {
   const s = run.summary;
-  return `<p>${stateText(run, nowMs)} · ${progressBar(s.iterationsDone, s.config.train.iterations)} · ${escapeHtml(run.summaryPath)}</p>
+  // The report opens with its own title: the run's state goes between that and the report.
+  const title = /^\s*<h1>.*?<\/h1>/s.exec(reportHtml);
+  return `${title ? title[0] : `<h1>${escapeHtml(runLabel(s))}</h1>`}
+<p>${stateText(run, nowMs)} · ${progressBar(s.iterationsDone, s.config.train.iterations)} · ${escapeHtml(run.summaryPath)}</p>
 ${resumeHint(run)}
 ${logLinks(run)}
-${reportHtml}`;
+${title ? reportHtml.slice(title[0].length) : reportHtml}`;
 }
 
 export interface TrialsView {

@@ -28,7 +28,10 @@ export function isTrialLogKey(s: string): s is TrialLogKey {
 export type RunState = "finished" | "active" | "stopped";
 
 export interface DashboardRun {
-  /** Stable, readable key: the run directory (or summary file) relative to the working directory. */
+  /**
+   * Stable, readable key: the run directory (or summary file) relative to the working directory,
+   * or its absolute path when it lies outside.
+   */
   id: string;
   summaryPath: string;
   /** The run directory when the summary is a run's summary.json; null for a committed summary file. */
@@ -109,7 +112,9 @@ export class RunIndex {
       const lastWriteMs = runDir
         ? Math.max(...LIVE_FILES.map((f) => mtimeMs(join(runDir, f))))
         : mtimeMs(path);
-      const id = posix(relative(this.cwd, runDir ?? path)) || ".";
+      const rel = posix(relative(this.cwd, runDir ?? path)) || ".";
+      // Outside the working directory the absolute path reads better than a climb of "../".
+      const id = rel.startsWith("../") ? posix(runDir ?? path) : rel;
       const logs = runDir ? TRIAL_LOGS.filter((l) => existsSync(join(runDir, l.file))).map((l) => l.key) : [];
       return {
         id,

@@ -83,6 +83,11 @@ describe("dashboard run states", () => {
     );
     assert.deepEqual(runs.find((r) => r.id === "exp/mage-s0")?.logs, ["transcripts"]);
     assert.equal(index.find("nope"), undefined);
+    const elsewhere = new RunIndex([root], () => NOW, mkdtempSync(join(tmpdir(), "mage-dashboard-cwd-")));
+    assert.ok(
+      elsewhere.scan().every((r) => r.id.startsWith(root.split("\\").join("/"))),
+      "outside the working directory a run's id is its absolute path",
+    );
   });
 
   it("changes its stamp when a run writes, and only for the runs asked about", () => {
@@ -133,6 +138,11 @@ describe("dashboard server", () => {
   it("shows a run's report with plots served as SVG, and how to resume a stopped run", async () => {
     const run = await get("/run?id=exp%2Fmage-s0");
     assert.equal(run.status, 200);
+    assert.match(
+      run.text,
+      /<h1>mage · seed 0<\/h1>\n<p><span class="state-active">running/,
+      "the state follows the title",
+    );
     assert.match(run.text, /<table>/);
     assert.match(run.text, /training trials \(sampled\)/);
     const img = /<img src="([^"]+)"/.exec(run.text);
