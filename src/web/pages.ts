@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { TrialFilter } from "../replay/filter.js";
 import { OUTCOMES } from "../replay/filter.js";
+import { countAttemptOutcomes } from "../replay/outcomes.js";
 import type { TrialRecord } from "../replay/read.js";
 import { renderTrial, trialLine } from "../replay/render.js";
 import { formatDuration, formatPercent, formatScore, scoreFirst, scoreName } from "../report/markdown.js";
@@ -158,6 +159,22 @@ export interface TrialsView {
   skippedLines: number;
 }
 
+/** How each attempt of the selected trials ended: whether later attempts win more often, or only get played. */
+function attemptOutcomesTable(selected: readonly TrialRecord[]): string {
+  const rows = countAttemptOutcomes(selected);
+  if (rows.length === 0) return "";
+  const cell = (n: number, of: number) =>
+    `<td class="num">${n} (${formatPercent(of > 0 ? n / of : Number.NaN)})</td>`;
+  const body = rows.map(
+    (r) =>
+      `<tr><td class="num">${r.attempt}</td><td class="num">${r.played}</td>${cell(r.won, r.played)}${cell(r.draw, r.played)}${cell(r.lost, r.played)}${cell(r.cutOff, r.played)}<td class="num">${formatScore(r.meanScore)}</td></tr>`,
+  );
+  return `<table class="outcomes">
+<thead><tr><th>attempt</th><th>played</th><th>won</th><th>draw</th><th>lost</th><th>cut off</th><th>mean score</th></tr></thead>
+<tbody>${body.join("")}</tbody>
+</table>`;
+}
+
 function select(name: string, values: readonly string[], current: string | undefined): string {
   const options = ["", ...values].map(
     (v) =>
@@ -208,6 +225,7 @@ ${select("outcome", OUTCOMES, f.outcome)}
 <p class="muted">${escapeHtml(v.file)}: ${v.selected.length} of ${v.total} trials match.</p>
 ${form}
 ${skipped}
+${attemptOutcomesTable(v.selected)}
 ${items.length > 0 ? `<ol class="trials">${items.join("\n")}</ol>` : "<p>No trial matches.</p>"}
 ${pager}`;
 }

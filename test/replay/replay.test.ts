@@ -86,6 +86,16 @@ describe("replay", () => {
       /^3 TicTacToe trial\(s\): immediate wins taken 0\/0 \(n\/a\), threats blocked 0\/0/,
     );
 
+    // Trials 0-2 end: lost then won; lost, lost; won. Attempt 1: 1 won, 2 lost; attempt 2: 1 won, 1 lost.
+    const outcomes = await runCli([dir, "--outcomes"]);
+    const rows = outcomes.out.split("\n");
+    assert.equal(rows[0], "3 trial(s); 2 won (66.7%), by attempt:");
+    assert.match(rows[2], /^1\s+3\s+1 \(33\.3%\)\s+0 \(0\.0%\)\s+2 \(66\.7%\)\s+0 \(0\.0%\)\s+-0\.333$/);
+    assert.match(rows[3], /^2\s+2\s+1 \(50\.0%\)\s+0 \(0\.0%\)\s+1 \(50\.0%\)\s+0 \(0\.0%\)\s+\+0\.000$/);
+    assert.equal(rows.length, 4);
+    const randomOnly = await runCli([dir, "--outcomes", "--opponent", "random"]);
+    assert.match(randomOnly.out, /^1 trial\(s\); 0 won \(0\.0%\)/);
+
     const none = await runCli([dir, "--trial", "9"]);
     assert.equal(none.code, 1);
     assert.match(none.out, /no trial .* matches \(3 trial\(s\) in the file\)/);

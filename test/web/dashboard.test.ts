@@ -172,6 +172,11 @@ describe("dashboard server", () => {
     assert.match(list.text, /1 line\(s\) of the file are not trial records/);
     const won = await get("/trials?id=exp%2Fmage-s0&log=transcripts&outcome=won");
     assert.match(won.text, /2 of 3 trials match/);
+    assert.match(
+      won.text,
+      /<tr><td class="num">2<\/td><td class="num">1<\/td><td class="num">1 \(100\.0%\)<\/td>/,
+      "per attempt: one of the two won trials played attempt 2, and won it",
+    );
     assert.ok(!won.text.includes("vs random"));
     const one = await get("/trial?id=exp%2Fmage-s0&log=transcripts&outcome=won&line=1");
     assert.equal(one.status, 200);

@@ -1,6 +1,7 @@
 import { UsageError } from "../../core/errors.js";
 import { countTactics, formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { isOutcome, isSelecting, matchesTrial, OUTCOMES, type TrialFilter } from "../../replay/filter.js";
+import { countAttemptOutcomes, formatAttemptOutcomes } from "../../replay/outcomes.js";
 import { readTrialLog, resolveTrialLog } from "../../replay/read.js";
 import { renderTrial, trialLine } from "../../replay/render.js";
 import { parseFlags } from "../args.js";
@@ -8,7 +9,8 @@ import type { Command } from "../command.js";
 
 const USAGE = [
   "mage replay RUN_DIR|FILE.jsonl [--iteration N] [--trial ID] [--line N] [--opponent SPEC]",
-  "            [--seat first|second] [--outcome won|lost|draw|cut-off] [--limit N] [--compact] [--list] [--tactics]",
+  "            [--seat first|second] [--outcome won|lost|draw|cut-off] [--limit N] [--compact] [--list]",
+  "            [--tactics] [--outcomes]",
   "  Replays logged trials: a training run's transcripts.jsonl (sampled trials of each iteration, the",
   "  default for RUN_DIR), its eval-transcripts.jsonl (the final evaluation's first trials of each",
   "  cell, eval.transcriptsPerCell) or a `mage eval --out` file. Without a selection it lists the",
@@ -18,6 +20,8 @@ const USAGE = [
   "  shows the compact observations.",
   "  --tactics (TicTacToe): over every matching trial, how often the agent took a one-move win and",
   "  blocked the opponent's when it could.",
+  "  --outcomes: over every matching trial, how each attempt ended (won, draw, lost, cut off) and its",
+  "  mean score: whether later attempts win by trying something new or by playing again.",
 ].join("\n");
 
 function intFlag(name: string, v: string | undefined): number | undefined {
@@ -44,6 +48,7 @@ export const command: Command = {
         compact: { type: "boolean" },
         list: { type: "boolean" },
         tactics: { type: "boolean" },
+        outcomes: { type: "boolean" },
       },
       USAGE,
       true,
@@ -82,6 +87,10 @@ export const command: Command = {
     if (selected.length === 0) {
       console.log(`no trial in ${log.file} matches (${log.records.length} trial(s) in the file)`);
       return selecting ? 1 : 0;
+    }
+    if (values.outcomes) {
+      console.log(formatAttemptOutcomes(countAttemptOutcomes(selected), selected.length));
+      return 0;
     }
     if (values.tactics) {
       const memories = selected.flatMap((r) => (r.memory?.task === "tictactoe" ? [r.memory] : []));
