@@ -1,4 +1,5 @@
 import { keyFacts, kuhnCalibration } from "../evaluate/kuhn-calibration.js";
+import { trialsFromPatterns } from "../evaluate/metrics.js";
 import type { RunSummary } from "../train/summary.js";
 import { type BootstrapEstimate, type BootstrapOptions, HierarchicalBootstrap } from "./bootstrap.js";
 import {
@@ -447,6 +448,51 @@ function perAttemptBars(ctx: Ctx, eg: ExperimentGame, cell: CellRef): string {
     [eg.experiment.name, game, "attempts", cell.opponent, cell.seat],
     svg,
     `${label} per attempt, ${cellLabel(cell)}`,
+  );
+}
+
+/**
+ * Wins among the trials that played attempt k (one is played only when the earlier ones were not
+ * won), pooled over seeds from the outcome histograms. A rate that rises with k is adaptation within
+ * the trial; a flat one means success@k grows only because more attempts are played.
+ */
+function attemptWinTable(eg: ExperimentGame, cell: CellRef): string {
+  const present = eg.methods.filter((m) => seedMetrics(m, cell.opponent, cell.seat, "final").length > 0);
+  const K = Math.max(1, ...present.map(methodAttempts));
+  const ks = Array.from({ length: K }, (_, i) => i + 1);
+  const rows: string[][] = [];
+  for (const m of present) {
+    const seeds = seedMetrics(m, cell.opponent, cell.seat, "final").filter((sm) => sm.metrics.outcomes);
+    if (seeds.length === 0) continue;
+    const played = new Array<number>(K).fill(0);
+    const won = new Array<number>(K).fill(0);
+    const drawn = new Array<number>(K).fill(0);
+    for (const sm of seeds) {
+      for (const t of trialsFromPatterns(sm.metrics.outcomes ?? {})) {
+        t.attempts.forEach((a, k) => {
+          if (k >= K) return;
+          played[k] += 1;
+          if (a.won) won[k] += 1;
+          else if (a.draw) drawn[k] += 1;
+        });
+      }
+    }
+    rows.push([
+      m.name,
+      String(seeds.length),
+      ...ks.map((k) =>
+        played[k - 1] > 0
+          ? `${formatPercent(won[k - 1] / played[k - 1])} won, ${formatPercent(drawn[k - 1] / played[k - 1])} drawn (of ${played[k - 1]})`
+          : DASH,
+      ),
+    ]);
+  }
+  if (rows.length === 0) return "";
+  return (
+    "Each attempt's result among the trials that played it (an attempt is played only when the earlier ones " +
+    "were not won), pooled over seeds: a win rate that rises with the attempt is adaptation within the trial; " +
+    "a flat one means success@k grows only because more attempts are played.\n\n" +
+    table(["method", "seeds", ...ks.map((k) => `attempt ${k}`)], rows)
   );
 }
 
@@ -968,6 +1014,10 @@ function experimentSection(ctx: Ctx, e: Experiment): void {
     for (const cell of cells) {
       ctx.out.push(`#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`, "", methodTable(ctx, eg, cell), "");
       if (bars.includes(cell)) ctx.out.push(perAttemptBars(ctx, eg, cell), "");
+      if (!scoreFirst(eg.game)) {
+        const byAttempt = attemptWinTable(eg, cell);
+        if (byAttempt !== "") ctx.out.push(byAttempt, "");
+      }
     }
     const mage = findMethod(eg.methods, MAGE);
     const others = eg.methods.filter((m) => m !== mage && !ABLATION_METHODS.includes(m.name));

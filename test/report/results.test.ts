@@ -383,6 +383,47 @@ describe("results document", () => {
     assert.ok(!md.includes("NaN"));
   });
 
+  it("shows, for games scored by success, how each attempt ended among the trials that played it", () => {
+    // Per seed: 100 trials won at once, 50 won at attempt 2 after a draw, 850 drawn three times.
+    const outcomes = { W1: 100, "D0 W1": 50, "D0 D0 D0": 850 };
+    const runs = [0, 1].map((seed) => {
+      const base = makeSummary({
+        name: "mage",
+        game: "tictactoe",
+        seed,
+        iterations: 4,
+        evalEvery: 0,
+        opponents: ["random"],
+        cells: [{ opponent: "mcts:100", seat: "first", unseen: false }],
+      });
+      const summary: RunSummary = {
+        ...base,
+        finalEval: {
+          iteration: 4,
+          attempts: 3,
+          trialsPerCell: N,
+          cells: [cell("mcts:100", "first", false, outcomes)],
+        },
+      };
+      return { path: `/x/ttt/mage-s${seed}.json`, summary };
+    });
+    const ttt: Experiment = { name: "ttt", dir: "/x/ttt", info: null, runs, diversity: [] };
+    const md = buildResults([ttt], { plotsLink: "." }).markdown;
+    assert.ok(
+      md.includes(
+        "| mage | 2 | 10.0% won, 90.0% drawn (of 2000) | 5.6% won, 94.4% drawn (of 1800) | 0.0% won, 100.0% drawn (of 1700) |",
+      ),
+      md,
+    );
+    const kuhn = buildResults([experimentOf("kuhn-main", { mage: { gain: 0.1, final: 0 } })], {
+      plotsLink: ".",
+    });
+    assert.ok(
+      !kuhn.markdown.includes("among the trials that played it"),
+      "Kuhn is read in chips per attempt",
+    );
+  });
+
   it("shows scaling, diversity and ablation tables when the data exist", () => {
     const main = experimentOf(
       "kuhn-main",
