@@ -30,6 +30,31 @@ describe("mage eval", () => {
       assert.match(out, /^aggressive \(agent second, seen\)/m);
       assert.match(out, /^cfr \(agent second, unseen\)/m);
 
+      const args = (file: string) => [
+        ...["--opponent", "aggressive,cfr", "--seat", "second", "--trials", "1", "--attempts", "1"],
+        ...["--max-tokens", "4", "--out", join(dir, file)],
+      ];
+      const viaPolicy = await evalLines(["--policy", `checkpoint:${checkpoint}`, ...args("p.jsonl")]);
+      assert.match(
+        viaPolicy,
+        /^aggressive \(agent second, seen\)/m,
+        "--policy checkpoint:DIR reads the pool too",
+      );
+      // --seen says what the policy trained against (the only way for a served or GGUF model) and wins.
+      const declared = await evalLines(["--checkpoint", checkpoint, "--seen", "cfr", ...args("s.jsonl")]);
+      assert.match(declared, /^aggressive \(agent second, unseen\)/m);
+      assert.match(declared, /^cfr \(agent second, seen\)/m);
+      const none = await evalLines(["--checkpoint", checkpoint, "--seen", "none", ...args("n.jsonl")]);
+      assert.match(none, /^aggressive \(agent second, unseen\)/m);
+      await assert.rejects(
+        runCommand(command, ["--checkpoint", checkpoint, "--seen", "sharks", ...args("x.jsonl")]),
+        /sharks/,
+      );
+      await assert.rejects(
+        runCommand(command, ["--checkpoint", checkpoint, "--seen", ",", ...args("y.jsonl")]),
+        /--seen needs opponent specs/,
+      );
+
       // A checkpoint written before the pool was recorded: its run directory's config.yaml says.
       const older = join(dir, "run", "checkpoints", "iter-000001");
       await saveRandomCheckpoint(older, { contextLength: 256, seed: 1, meta: { game: "kuhn" } });

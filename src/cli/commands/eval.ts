@@ -4,6 +4,7 @@ import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js";
 import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
+import { parsePolicySpec } from "../../policy/spec.js";
 import { EVAL_SAMPLING } from "../../policy/types.js";
 import {
   CONTEXT_OVERFLOW_POLICIES,
@@ -21,8 +22,11 @@ const USAGE = [
   "mage eval (--checkpoint DIR | --policy SPEC) [--game G] --opponent SPEC[,SPEC...] [--seat first|second|both]",
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json]",
-  "          [--context-overflow stop|drop-oldest]",
+  "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none]",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
+  "  --seen: the opponents the policy trained against, so results say seen or unseen. A checkpoint",
+  "          records its pool and needs no flag; a served or GGUF model cannot tell, so without",
+  "          --seen every opponent counts as unseen. --seen none marks them all unseen.",
 ].join("\n");
 
 function num(name: string, v: string | undefined, fallback: number, integer = false): number {
@@ -91,6 +95,7 @@ export const command: Command = {
         "top-k": { type: "string" },
         seed: { type: "string" },
         "context-overflow": { type: "string" },
+        seen: { type: "string" },
         out: { type: "string" },
         json: { type: "boolean" },
       },
@@ -100,10 +105,12 @@ export const command: Command = {
       throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
     }
     const spec = values.policy ?? `checkpoint:${values.checkpoint}`;
+    const parsed = parsePolicySpec(spec);
+    const checkpointDir = parsed.kind === "checkpoint" ? parsed.dir : undefined;
     let game = values.game;
     let meta: Record<string, unknown> | null = null;
-    if (game === undefined && values.checkpoint !== undefined) {
-      meta = await readCheckpointMeta(values.checkpoint);
+    if (game === undefined && checkpointDir !== undefined) {
+      meta = await readCheckpointMeta(checkpointDir);
       if (typeof meta.game === "string") game = meta.game;
     }
     if (game === undefined)
@@ -140,11 +147,24 @@ export const command: Command = {
         `unknown --context-overflow "${overflow}"; valid choices: ${CONTEXT_OVERFLOW_POLICIES.join(", ")}`,
       );
     }
-    // Every flag is checked before the checkpoint is read.
-    if (values.checkpoint !== undefined && task.twoPlayer) {
-      meta ??= await readCheckpointMeta(values.checkpoint);
-      const seen = trainingOpponents(meta, game, values.checkpoint);
-      cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !seen.has(c.opponent) }));
+    let declaredSeen: Set<string> | undefined;
+    if (values.seen !== undefined) {
+      if (!task.twoPlayer) throw new UsageError(`${game} is single-player and takes no --seen`);
+      const specs = values.seen === "none" ? [] : values.seen.split(",").filter((x) => x.length > 0);
+      if (specs.length === 0 && values.seen !== "none")
+        throw new UsageError("--seen needs opponent specs (comma-separated) or none");
+      for (const o of specs) checkOpponentSpec(game, o);
+      declaredSeen = new Set(specs);
+    }
+    // Every flag is checked before the checkpoint's pool is read.
+    if (task.twoPlayer && (declaredSeen !== undefined || checkpointDir !== undefined)) {
+      let seen = declaredSeen;
+      if (seen === undefined && checkpointDir !== undefined) {
+        meta ??= await readCheckpointMeta(checkpointDir);
+        seen = trainingOpponents(meta, game, checkpointDir);
+      }
+      const known = seen ?? new Set<string>();
+      cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
     }
     const opened = await openPolicy(spec);
     const style = values.style ?? opened.promptStyle;
