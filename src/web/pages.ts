@@ -132,7 +132,20 @@ function logLinks(run: DashboardRun): string {
   return `<p>Replay trials: ${links.join(" · ")}</p>`;
 }
 
-export function runBody(run: DashboardRun, reportHtml: string, nowMs: number): string {
+/** The end of a run's train.log: what it is doing now (pretraining, evaluating, stopping). */
+function logTail(lines: readonly string[] | null): string {
+  if (lines === null || lines.length === 0) return "";
+  return `<details><summary>train.log, last ${lines.length} line${lines.length === 1 ? "" : "s"}</summary>
+<pre>${escapeHtml(lines.join("\n"))}</pre>
+</details>`;
+}
+
+export function runBody(
+  run: DashboardRun,
+  reportHtml: string,
+  nowMs: number,
+  trainLogTail: readonly string[] | null = null,
+): string {
   const s = run.summary;
   // The report opens with its own title: the run's state goes between that and the report.
   const title = /^\s*<h1>.*?<\/h1>/s.exec(reportHtml);
@@ -140,6 +153,7 @@ export function runBody(run: DashboardRun, reportHtml: string, nowMs: number): s
 <p>${stateText(run, nowMs)} · ${progressBar(s.iterationsDone, s.config.train.iterations)} · ${escapeHtml(run.summaryPath)}</p>
 ${resumeHint(run)}
 ${logLinks(run)}
+${logTail(trainLogTail)}
 ${title ? reportHtml.slice(title[0].length) : reportHtml}`;
 }
 

@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -71,6 +71,36 @@ interface BuiltReport {
   stamp: string;
   html: string;
   plots: Map<string, string>;
+}
+
+/** The last `n` lines of a text file, reading at most its last 64 KiB; null when it cannot be read. */
+export function tailLines(path: string, n: number): string[] | null {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, 64 * 1024);
+    const buf = Buffer.alloc(length);
+    readSync(fd, buf, 0, length, size - length);
+    // Progress bars redraw with carriage returns: keep each line's last state.
+    const lines = buf
+      .toString("utf8")
+      .split("\n")
+      .map(
+        (l) =>
+          l
+            .split("\r")
+            .filter((part) => part.trim() !== "")
+            .pop() ?? "",
+      )
+      .filter((l) => l.trim() !== "");
+    if (length < size) lines.shift(); // the first line may be cut
+    return lines.slice(-n);
+  } catch {
+    return null;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
 }
 
 function intParam(q: URLSearchParams, name: string): number | undefined {
@@ -186,7 +216,12 @@ export async function startDashboard(o: DashboardOptions): Promise<DashboardHand
           200,
           page({
             title: runLabel(run.summary),
-            body: runBody(run, report.html, now()),
+            body: runBody(
+              run,
+              report.html,
+              now(),
+              run.runDir ? tailLines(join(run.runDir, "train.log"), 20) : null,
+            ),
             live: live([run.id]),
             roots: o.roots,
           }),

@@ -43,6 +43,8 @@ function makeRoot(): { root: string; live: string } {
       '{"trialId": 3, "att',
     ].join("\n")}\n`,
   );
+  writeFileSync(join(live, "train.log"), "eval @4: mean final score 0.083\ntrain [--] 1/8\rtrain [##] 8/8\n");
+  utimesSync(join(live, "train.log"), (NOW - 60_000) / 1000, (NOW - 60_000) / 1000);
   writeSummary(join(root, "exp", "grpo-s0.json"), makeSummary({ name: "grpo", withFinal: true }), NOW - 9e6);
   const stopped = join(root, "old-run");
   mkdirSync(stopped);
@@ -145,6 +147,11 @@ describe("dashboard server", () => {
     );
     assert.match(run.text, /<table>/);
     assert.match(run.text, /training trials \(sampled\)/);
+    assert.match(
+      run.text,
+      /<summary>train\.log, last 2 lines<\/summary>\n<pre>eval @4: mean final score 0\.083\ntrain \[##\] 8\/8<\/pre>/,
+      "the log's tail, a progress bar at its last state",
+    );
     const img = /<img src="([^"]+)"/.exec(run.text);
     assert.ok(img, "the report has plots");
     const plot = await get(img[1].replace(/&amp;/g, "&"));
