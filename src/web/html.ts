@@ -59,6 +59,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #fff; border: 1px solid #d8dee4; padding: 10px; overflow-x: auto; font-size: 13px; }
 code { font-size: 13px; }
 img { max-width: 100%; }
+p:has(> img:only-child) { display: inline-block; margin: 0 12px 12px 0; vertical-align: top; }
 .state-active { color: #1a7f37; font-weight: 600; }
 .state-stopped { color: #9a6700; font-weight: 600; }
 .state-finished { color: #57606a; }
@@ -107,6 +108,7 @@ export function page(o: PageOptions): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>${escapeHtml(o.title)} · mage dashboard</title>
 <style>${STYLE}</style>
 </head>

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, sep } from "node:path";
 import { compareRuns, findSummaryFiles, type LoadedSummary, parseSummaryFile } from "../report/load.js";
@@ -76,7 +77,8 @@ function posix(p: string): string {
 
 /** What a page's freshness depends on: which runs there are, when each last wrote, and their states. */
 export function stampOf(runs: readonly DashboardRun[]): string {
-  return runs.map((r) => `${r.id}@${Math.round(r.lastWriteMs)}:${r.state}`).join("|");
+  const text = runs.map((r) => `${r.id}@${Math.round(r.lastWriteMs)}:${r.state}`).join("|");
+  return createHash("sha256").update(text).digest("hex").slice(0, 16);
 }
 
 interface CacheEntry {
