@@ -1,15 +1,10 @@
 import { Marked } from "marked";
+import { escapeXml } from "../report/svg.js";
 
 /** HTML building blocks of the dashboard: escaping, the page frame, and markdown from `mage report`. */
 
-export function escapeHtml(s: string): string {
-  return s
-    .replace(/&/g, "&amp;")
-    .replace(/</g, "&lt;")
-    .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;")
-    .replace(/'/g, "&#39;");
-}
+/** XML escaping serves HTML as well (`&apos;` is an HTML5 entity). */
+export const escapeHtml = escapeXml;
 
 /** A query string from parameters; undefined values are left out, arrays repeat the key. */
 export function query(params: Record<string, string | number | readonly string[] | undefined>): string {

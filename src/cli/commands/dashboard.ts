@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { UsageError } from "../../core/errors.js";
 import { startDashboard } from "../../web/server.js";
-import { parseFlags } from "../args.js";
+import { intFlag, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE = [
@@ -15,13 +15,6 @@ const USAGE = [
   "  --port    port (default 8080; 0 picks a free one)",
   "  --smooth  moving-average window for training curves, in iterations (default: automatic)",
 ].join("\n");
-
-function intFlag(name: string, v: string | undefined, max: number): number | undefined {
-  if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v) || Number(v) > max)
-    throw new UsageError(`--${name} must be an integer from 0 to ${max}, got "${v}"`);
-  return Number(v);
-}
 
 export const command: Command = {
   name: "dashboard",
@@ -43,8 +36,8 @@ export const command: Command = {
             : `no such folder: ${r}`,
         );
     }
-    const port = intFlag("port", values.port, 65535) ?? 8080;
-    const smooth = intFlag("smooth", values.smooth, 1000);
+    const port = intFlag("port", values.port, { max: 65535 }) ?? 8080;
+    const smooth = intFlag("smooth", values.smooth, { max: 1000 });
     if (smooth === 0) throw new UsageError("--smooth must be at least 1");
     const host = values.host ?? "127.0.0.1";
     let handle: Awaited<ReturnType<typeof startDashboard>>;

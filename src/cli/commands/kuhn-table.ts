@@ -7,6 +7,7 @@ import {
   renderCalibrationMarkdown,
 } from "../../evaluate/kuhn-calibration.js";
 import { MAX_CFR_ITERATIONS } from "../../opponents/kuhn/cfr.js";
+import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
@@ -18,14 +19,6 @@ const USAGE =
   "  --out FILE        write the output to FILE instead of stdout\n" +
   "  --cfr-iterations  iterations of the cfr / cfr-mixed opponents (default 1000)\n" +
   "  --attempts        attempts per trial (default 3)";
-
-function intFlag(name: string, value: string | undefined, dflt: number, max: number): number {
-  if (value === undefined) return dflt;
-  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > max) {
-    throw new UsageError(`--${name} must be an integer in 1..${max}, got "${value}"`);
-  }
-  return Number(value);
-}
 
 /** The output text of `mage kuhn-table` (markdown, or JSON with `json`). */
 export function kuhnTableText(
@@ -59,8 +52,9 @@ export const command: Command = {
     }
     const text = kuhnTableText({
       json: values.json,
-      cfrIterations: intFlag("cfr-iterations", values["cfr-iterations"], 1000, MAX_CFR_ITERATIONS),
-      attempts: intFlag("attempts", values.attempts, 3, 20),
+      cfrIterations:
+        intFlag("cfr-iterations", values["cfr-iterations"], { min: 1, max: MAX_CFR_ITERATIONS }) ?? 1000,
+      attempts: intFlag("attempts", values.attempts, { min: 1, max: 20 }) ?? 3,
     });
     if (values.out !== undefined) {
       if (values.out === "") throw new UsageError("--out needs a file name");

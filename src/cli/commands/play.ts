@@ -12,6 +12,7 @@ import { Rng } from "../../core/rng.js";
 import { TrialEnv } from "../../tasks/env.js";
 import { createTask, loadTask, TASKS } from "../../tasks/registry.js";
 import { PROMPT_STYLES, type PromptStyle, SEATS, type Seat } from "../../tasks/types.js";
+import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
@@ -66,8 +67,8 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
   const seat = values.seat === undefined ? undefined : expectChoice<Seat>("seat", values.seat, SEATS);
   const style =
     values.style === undefined ? "full" : expectChoice<PromptStyle>("style", values.style, PROMPT_STYLES);
-  const seed = values.seed === undefined ? Date.now() % 0x7fffffff : intFlag("seed", values.seed, 0);
-  const attempts = values.attempts === undefined ? 3 : intFlag("attempts", values.attempts, 1);
+  const seed = intFlag("seed", values.seed) ?? Date.now() % 0x7fffffff;
+  const attempts = intFlag("attempts", values.attempts, { min: 1 }) ?? 3;
   if (!def.twoPlayer && values.opponent !== undefined) {
     throw new UsageError(`--opponent: ${game} is a single-player puzzle and has no opponent`);
   }
@@ -150,13 +151,6 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     rl.close();
   }
   return summary;
-}
-
-function intFlag(name: string, value: string, min: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min || !Number.isSafeInteger(Number(value))) {
-    throw new UsageError(`--${name} must be an integer >= ${min}, got "${value}"`);
-  }
-  return Number(value);
 }
 
 function fmt(x: number): string {

@@ -10,21 +10,13 @@ import { PRESET_NAMES } from "../../model/config.js";
 import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
+import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--shards N] [--json]";
-
-function intFlag(name: string, v: string | undefined, min: number): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min) {
-    throw new UsageError(`--${name} must be an integer ≥ ${min}, got "${v}"`);
-  }
-  return n;
-}
 
 function numberFlag(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -125,13 +117,13 @@ export const command: Command = {
       preset,
       kernels,
       out: str("out"),
-      steps: intFlag("steps", str("steps"), 1),
-      seed: intFlag("seed", str("seed"), 0),
-      corpusTrials: intFlag("corpus-trials", str("corpus-trials"), 1),
-      evalTrials: intFlag("eval-trials", str("eval-trials"), 1),
-      batchTokens: intFlag("batch-tokens", str("batch-tokens"), 1),
-      shards: intFlag("shards", str("shards"), 1),
-      actionWeight: intFlag("action-weight", str("action-weight"), 1),
+      steps: intFlag("steps", str("steps"), { min: 1 }),
+      seed: intFlag("seed", str("seed")),
+      corpusTrials: intFlag("corpus-trials", str("corpus-trials"), { min: 1 }),
+      evalTrials: intFlag("eval-trials", str("eval-trials"), { min: 1 }),
+      batchTokens: intFlag("batch-tokens", str("batch-tokens"), { min: 1 }),
+      shards: intFlag("shards", str("shards"), { min: 1 }),
+      actionWeight: intFlag("action-weight", str("action-weight"), { min: 1 }),
       lr: numberFlag("lr", str("lr")),
       initStd: numberFlag("init-std", str("init-std")),
       tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),

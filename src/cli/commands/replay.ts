@@ -4,7 +4,7 @@ import { isOutcome, isSelecting, matchesTrial, OUTCOMES, type TrialFilter } from
 import { countAttemptOutcomes, formatAttemptOutcomes } from "../../replay/outcomes.js";
 import { readTrialLog, resolveTrialLog } from "../../replay/read.js";
 import { renderTrial, trialLine } from "../../replay/render.js";
-import { parseFlags } from "../args.js";
+import { intFlag, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE = [
@@ -23,12 +23,6 @@ const USAGE = [
   "  --outcomes: over every matching trial, how each attempt ended (won, draw, lost, cut off) and its",
   "  mean score: whether later attempts win by trying something new or by playing again.",
 ].join("\n");
-
-function intFlag(name: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be a non-negative integer, got "${v}"`);
-  return Number(v);
-}
 
 export const command: Command = {
   name: "replay",

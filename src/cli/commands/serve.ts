@@ -10,19 +10,13 @@ import { loadCheckpoint } from "../../model/checkpoint.js";
 import { selectKernels } from "../../model/kernels/select.js";
 import { paramsFromMap, ServeEngine } from "../../serve/engine.js";
 import { SERVE_DEFAULTS, type ServeHandle, startServer } from "../../serve/server.js";
+import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
   "mage serve --checkpoint DIR [--host 127.0.0.1] [--port 8000] [--api-key-env NAME] " +
   "[--max-concurrent N] [--max-tokens N] [--model-name NAME] [--kernels auto|js|wasm|native] " +
   "[--max-batch N] [--batch-window-ms MS] [--batch-max-wait-ms MS] [--max-body-bytes N] [--seed S] [--quiet]";
-
-function intFlag(name: string, value: string | undefined, min: number, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value)) || Number(value) < min)
-    throw new UsageError(`--${name} must be an integer >= ${min}, got "${value}"`);
-  return Number(value);
-}
 
 function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\./.test(host);
@@ -68,35 +62,24 @@ export async function startServeFromArgs(
   const dir = values.checkpoint as string | undefined;
   if (!dir) throw new UsageError(`--checkpoint DIR is required\nusage: ${USAGE}`);
   const host = (values.host as string | undefined) ?? SERVE_DEFAULTS.host;
-  const port = intFlag("port", values.port as string | undefined, 0, SERVE_DEFAULTS.port);
-  if (port > 65535) throw new UsageError(`--port must be at most 65535, got ${port}`);
-  const maxConcurrent = intFlag(
-    "max-concurrent",
-    values["max-concurrent"] as string,
-    1,
-    SERVE_DEFAULTS.maxConcurrent,
-  );
-  const maxTokens = intFlag("max-tokens", values["max-tokens"] as string, 1, SERVE_DEFAULTS.maxTokens);
-  const maxBatch = intFlag("max-batch", values["max-batch"] as string, 1, SERVE_DEFAULTS.maxBatch);
-  const windowMs = intFlag(
-    "batch-window-ms",
-    values["batch-window-ms"] as string,
-    0,
-    SERVE_DEFAULTS.batchWindowMs,
-  );
-  const maxWaitMs = intFlag(
-    "batch-max-wait-ms",
-    values["batch-max-wait-ms"] as string,
-    0,
-    SERVE_DEFAULTS.batchMaxWaitMs,
-  );
-  const maxBody = intFlag(
-    "max-body-bytes",
-    values["max-body-bytes"] as string,
-    1024,
-    SERVE_DEFAULTS.maxBodyBytes,
-  );
-  const seed = values.seed === undefined ? undefined : intFlag("seed", values.seed as string, 0, 0);
+  const port = intFlag("port", values.port as string | undefined, { max: 65535 }) ?? SERVE_DEFAULTS.port;
+  const maxConcurrent =
+    intFlag("max-concurrent", values["max-concurrent"] as string | undefined, { min: 1 }) ??
+    SERVE_DEFAULTS.maxConcurrent;
+  const maxTokens =
+    intFlag("max-tokens", values["max-tokens"] as string | undefined, { min: 1 }) ?? SERVE_DEFAULTS.maxTokens;
+  const maxBatch =
+    intFlag("max-batch", values["max-batch"] as string | undefined, { min: 1 }) ?? SERVE_DEFAULTS.maxBatch;
+  const windowMs =
+    intFlag("batch-window-ms", values["batch-window-ms"] as string | undefined) ??
+    SERVE_DEFAULTS.batchWindowMs;
+  const maxWaitMs =
+    intFlag("batch-max-wait-ms", values["batch-max-wait-ms"] as string | undefined) ??
+    SERVE_DEFAULTS.batchMaxWaitMs;
+  const maxBody =
+    intFlag("max-body-bytes", values["max-body-bytes"] as string | undefined, { min: 1024 }) ??
+    SERVE_DEFAULTS.maxBodyBytes;
+  const seed = intFlag("seed", values.seed as string | undefined);
   let apiKey: string | null = null;
   const keyEnv = values["api-key-env"] as string | undefined;
   if (keyEnv !== undefined) {
