@@ -23,6 +23,7 @@ import { mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fsyncDir, writeFileDurable } from "../core/atomic-write.js";
+import { UsageError } from "../core/errors.js";
 import { SOURCE_COMMIT_ENV } from "../core/source-env.js";
 import { tokenizerConfigJson } from "./chat-template.js";
 import { type ModelConfig, paramSpecs, validateModelConfig } from "./config.js";
@@ -397,26 +398,42 @@ export interface LoadCheckpointOptions {
 }
 
 /** The resolved directory of a complete checkpoint (recovering an interrupted save first), or an error. */
-async function completeCheckpointDir(dir: string): Promise<string> {
+/** Where a training run keeps its checkpoints: `RUN/checkpoints/iter-NNNNNN`. */
+export const RUN_CHECKPOINTS_DIR = "checkpoints";
+
+/** The newest complete `iter-N` checkpoint of a training run's directory, or null when it has none. */
+export async function latestRunCheckpoint(runDir: string): Promise<string | null> {
+  const parent = join(runDir, RUN_CHECKPOINTS_DIR);
+  const names = (await listCheckpoints(parent)).filter((n) => /^iter-\d+$/.test(n));
+  return names.length > 0 ? join(parent, names[names.length - 1]) : null;
+}
+
+/**
+ * The checkpoint a path names: the path itself when it is a checkpoint directory; for a training
+ * run's directory, its newest complete checkpoint (the model its final evaluation played).
+ */
+export async function resolveCheckpointDir(dir: string): Promise<string> {
   const target = resolve(dir);
   if (basename(target).startsWith("."))
-    throw new Error(`checkpoint: ${dir} is a hidden (temporary) directory, not a checkpoint`);
+    throw new UsageError(`checkpoint: ${dir} is a hidden (temporary) directory, not a checkpoint`);
   if (!(await exists(target))) await recoverCheckpoint(target);
-  if (!(await isCheckpointDir(target)))
-    throw new Error(
-      `checkpoint: ${dir} is not a complete checkpoint directory (needs ${REQUIRED_FILES.join(", ")})`,
-    );
-  return target;
+  if (await isCheckpointDir(target)) return target;
+  const latest = await latestRunCheckpoint(target);
+  if (latest !== null) return latest;
+  throw new UsageError(
+    `checkpoint: ${dir} is not a complete checkpoint directory (needs ${REQUIRED_FILES.join(", ")}) ` +
+      `nor a training run with checkpoints under ${RUN_CHECKPOINTS_DIR}/`,
+  );
 }
 
 /** A checkpoint's meta.json alone, for callers that need its game or pool but not its weights. */
 export async function readCheckpointMeta(dir: string): Promise<CheckpointMeta> {
-  const target = await completeCheckpointDir(dir);
+  const target = await resolveCheckpointDir(dir);
   return JSON.parse(await readFile(join(target, CHECKPOINT_FILES.meta), "utf8")) as CheckpointMeta;
 }
 
 export async function loadCheckpoint(dir: string, opts: LoadCheckpointOptions = {}): Promise<Checkpoint> {
-  const target = await completeCheckpointDir(dir);
+  const target = await resolveCheckpointDir(dir);
 
   const configJson = JSON.parse(await readFile(join(target, CHECKPOINT_FILES.config), "utf8"));
   if (configJson?.format !== CHECKPOINT_FORMAT)

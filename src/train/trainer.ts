@@ -6,7 +6,13 @@ import { writeFileAtomic } from "../core/atomic-write.js";
 import { configDifferences } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
 import { type EvalCell, evaluate, formatBeforeAfter, formatCells } from "../evaluate/evaluate.js";
-import { loadCheckpoint, saveCheckpoint, weightsSha256 } from "../model/checkpoint.js";
+import {
+  latestRunCheckpoint,
+  loadCheckpoint,
+  RUN_CHECKPOINTS_DIR,
+  saveCheckpoint,
+  weightsSha256,
+} from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
 import type { Kernels } from "../model/kernels/types.js";
 import { Learner, type OptimizerState } from "../model/learner.js";
@@ -61,7 +67,7 @@ interface TrainingJson {
   optimizerMeta: OptimizerState["meta"];
 }
 
-const CKPT_DIR = "checkpoints";
+const CKPT_DIR = RUN_CHECKPOINTS_DIR;
 
 function ckptName(iteration: number): string {
   return `iter-${String(iteration).padStart(6, "0")}`;
@@ -94,13 +100,6 @@ function truncateJsonl(path: string, limit: number): void {
   if (!existsSync(path)) return;
   const kept = readJsonl(path).filter((r) => typeof r.iteration !== "number" || r.iteration < limit);
   writeFileSync(path, kept.map((r) => `${JSON.stringify(r)}\n`).join(""));
-}
-
-async function latestCheckpoint(outDir: string): Promise<string | null> {
-  const dir = join(outDir, CKPT_DIR);
-  if (!existsSync(dir)) return null;
-  const names = (await readdir(dir)).filter((n) => /^iter-\d+$/.test(n)).sort();
-  return names.length > 0 ? join(dir, names[names.length - 1]) : null;
 }
 
 /**
@@ -137,7 +136,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const maxTurns = config.task.maxTurns ?? GAME_DEFAULTS[config.game].maxTurns;
   await mkdir(outDir, { recursive: true });
 
-  const resumeFrom = await latestCheckpoint(outDir);
+  const resumeFrom = await latestRunCheckpoint(outDir);
   if (resumeFrom && !opts.resume) {
     throw new UsageError(
       `run directory ${outDir} already has checkpoints; pass --resume to continue it or choose a new --out`,

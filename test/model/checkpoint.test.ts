@@ -6,12 +6,16 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { writeFileAtomic } from "../../src/core/atomic-write.js";
+import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import {
   CHECKPOINT_FILES,
   isCheckpointDir,
+  latestRunCheckpoint,
   listCheckpoints,
   loadCheckpoint,
+  RUN_CHECKPOINTS_DIR,
+  resolveCheckpointDir,
   saveCheckpoint,
 } from "../../src/model/checkpoint.js";
 import { type ModelConfig, paramSpecs, presetConfig } from "../../src/model/config.js";
@@ -200,6 +204,38 @@ describe("checkpoints", () => {
     await saveCheckpoint(dir, { config, params: makeParams(config, 2), tokenizer: tok });
     assert.ok(sameParams((await loadCheckpoint(dir)).params, makeParams(config, 2)));
     assert.deepEqual(await readdir(join(root, "replace")), ["ckpt"]);
+  });
+
+  it("reads a training run's directory as its newest complete checkpoint", async () => {
+    const config = presetConfig("tiny", { vocabSize: 512 });
+    const run = join(root, "a-run");
+    for (const [iteration, version] of [
+      [10, 1],
+      [20, 2],
+      [30, 3],
+    ]) {
+      await saveCheckpoint(join(run, RUN_CHECKPOINTS_DIR, `iter-0000${iteration}`), {
+        config,
+        params: makeParams(config, version),
+        tokenizer: tok,
+      });
+    }
+    // the newest one lost a file: it is passed over, not loaded half
+    await rm(join(run, RUN_CHECKPOINTS_DIR, "iter-000030", CHECKPOINT_FILES.meta));
+    assert.equal(await resolveCheckpointDir(run), join(run, RUN_CHECKPOINTS_DIR, "iter-000020"));
+    assert.equal(await latestRunCheckpoint(run), join(run, RUN_CHECKPOINTS_DIR, "iter-000020"));
+    assert.ok(sameParams((await loadCheckpoint(run)).params, makeParams(config, 2)));
+    // a checkpoint directory names itself
+    const own = join(run, RUN_CHECKPOINTS_DIR, "iter-000010");
+    assert.equal(await resolveCheckpointDir(own), own);
+    // neither: a usage error that says what a checkpoint needs
+    await mkdir(join(root, "empty-run", RUN_CHECKPOINTS_DIR), { recursive: true });
+    assert.equal(await latestRunCheckpoint(join(root, "empty-run")), null);
+    await assert.rejects(
+      resolveCheckpointDir(join(root, "empty-run")),
+      (e: unknown) =>
+        e instanceof UsageError && /needs model\.safetensors.*nor a training run/.test(e.message),
+    );
   });
 
   it("validates what it is given and what it loads", async () => {

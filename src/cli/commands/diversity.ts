@@ -15,6 +15,7 @@ import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { checkOpponentSpec } from "../../tasks/registry.js";
 import { parseFlags } from "../args.js";
+import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
 
 const USAGE = [
@@ -101,7 +102,7 @@ export const command: Command = {
     const topP = num("top-p", values["top-p"], DIVERSITY_SAMPLING.topP);
     if (topP > 1) throw new UsageError(`--top-p must be in [0, 1], got "${values["top-p"]}"`);
     const topK = num("top-k", values["top-k"], DIVERSITY_SAMPLING.topK, "integer");
-    const spec = values.policy ?? `checkpoint:${values.checkpoint}`;
+    const spec = values.policy ?? `checkpoint:${await checkpointArg(values.checkpoint as string)}`;
     const opened = await openPolicy(spec);
     try {
       const maxTokens = num(

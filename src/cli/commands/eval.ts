@@ -16,6 +16,7 @@ import { REFLECTION_TYPES } from "../../tasks/types.js";
 import { readConfigFile } from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { parseFlags } from "../args.js";
+import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
 
 const USAGE = [
@@ -104,8 +105,8 @@ export const command: Command = {
     if ((values.checkpoint === undefined) === (values.policy === undefined)) {
       throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
     }
-    const spec = values.policy ?? `checkpoint:${values.checkpoint}`;
-    const parsed = parsePolicySpec(spec);
+    const requested = values.policy ?? `checkpoint:${values.checkpoint}`;
+    const parsed = parsePolicySpec(requested);
     const checkpointDir = parsed.kind === "checkpoint" ? parsed.dir : undefined;
     let game = values.game;
     let meta: Record<string, unknown> | null = null;
@@ -166,6 +167,7 @@ export const command: Command = {
       const known = seen ?? new Set<string>();
       cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
     }
+    const spec = checkpointDir === undefined ? requested : `checkpoint:${await checkpointArg(checkpointDir)}`;
     const opened = await openPolicy(spec);
     const style = values.style ?? opened.promptStyle;
     if (style !== "compact" && style !== "full") {

@@ -11,6 +11,7 @@ import { selectKernels } from "../../model/kernels/select.js";
 import { paramsFromMap, ServeEngine } from "../../serve/engine.js";
 import { SERVE_DEFAULTS, type ServeHandle, startServer } from "../../serve/server.js";
 import { intFlag } from "../args.js";
+import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
 
 const USAGE =
@@ -94,7 +95,7 @@ export async function startServeFromArgs(
   }
   let ckpt: Awaited<ReturnType<typeof loadCheckpoint>>;
   try {
-    ckpt = await loadCheckpoint(dir, { trainingState: false });
+    ckpt = await loadCheckpoint(await checkpointArg(dir), { trainingState: false });
   } catch (err) {
     throw new UsageError(`--checkpoint ${dir}: ${err instanceof Error ? err.message : String(err)}`);
   }
