@@ -397,7 +397,6 @@ export interface LoadCheckpointOptions {
   trainingState?: boolean;
 }
 
-/** The resolved directory of a complete checkpoint (recovering an interrupted save first), or an error. */
 /** Where a training run keeps its checkpoints: `RUN/checkpoints/iter-NNNNNN`. */
 export const RUN_CHECKPOINTS_DIR = "checkpoints";
 
@@ -409,8 +408,9 @@ export async function latestRunCheckpoint(runDir: string): Promise<string | null
 }
 
 /**
- * The checkpoint a path names: the path itself when it is a checkpoint directory; for a training
- * run's directory, its newest complete checkpoint (the model its final evaluation played).
+ * The checkpoint a path names: the path itself when it is a checkpoint directory (recovering an
+ * interrupted save first); for a training run's directory, its newest complete checkpoint (the
+ * model its final evaluation played). Anything else is a usage error.
  */
 export async function resolveCheckpointDir(dir: string): Promise<string> {
   const target = resolve(dir);

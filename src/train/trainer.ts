@@ -67,8 +67,6 @@ interface TrainingJson {
   optimizerMeta: OptimizerState["meta"];
 }
 
-const CKPT_DIR = RUN_CHECKPOINTS_DIR;
-
 function ckptName(iteration: number): string {
   return `iter-${String(iteration).padStart(6, "0")}`;
 }
@@ -284,7 +282,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       bestScore: best.score,
       optimizerMeta: state.meta,
     };
-    await saveCheckpoint(join(outDir, CKPT_DIR, ckptName(iteration)), {
+    await saveCheckpoint(join(outDir, RUN_CHECKPOINTS_DIR, ckptName(iteration)), {
       config: learner.config,
       preset: base.preset,
       params: paramsToMap(learner.params),
@@ -434,7 +432,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
 /** Deletes all but the newest `keep` checkpoints, never the best one. */
 async function pruneCheckpoints(outDir: string, keep: number, bestIteration: number | null): Promise<void> {
-  const dir = join(outDir, CKPT_DIR);
+  const dir = join(outDir, RUN_CHECKPOINTS_DIR);
   const names = (await readdir(dir)).filter((n) => /^iter-\d+$/.test(n)).sort();
   const keepSet = new Set(names.slice(-keep));
   if (bestIteration !== null) keepSet.add(ckptName(bestIteration));
