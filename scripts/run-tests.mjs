@@ -1,9 +1,13 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts file with Node's built-in test runner through tsx.
-// Node 20's --test does not expand globs itself, so the file list is built here.
+// The README's test command. Creates or reuses the project-local Python environment, runs every
+// test/**/*.test.ts file with Node's built-in test runner through tsx, then type-checks the Python
+// package with mypy and runs its pytest suite. Node 20's --test does not expand globs itself, so
+// the file list is built here. Arguments filter: `npm test -- model python` runs the Node test
+// files whose path contains "model" and, because "python" is named, the Python checks.
 import { spawnSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { ensurePythonEnv } from "./python-env.mjs";
 
 function collect(dir) {
   const out = [];
@@ -18,13 +22,36 @@ function collect(dir) {
 const filters = process.argv.slice(2);
 let files = collect("test");
 if (filters.length > 0) files = files.filter((f) => filters.some((x) => f.includes(x)));
-if (files.length === 0) {
+const runPython = filters.length === 0 || filters.includes("python");
+if (files.length === 0 && !runPython) {
   console.error("no test files matched");
   process.exit(1);
 }
-const result = spawnSync(
-  process.execPath,
-  ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files],
-  { stdio: "inherit" },
-);
-process.exit(result.status ?? 1);
+
+let python;
+try {
+  python = ensurePythonEnv();
+} catch (err) {
+  console.error(`python-env: ${err.message}`);
+  process.exit(1);
+}
+// Tests (and the worker processes they start) use this interpreter.
+const env = { ...process.env, MAGE_PYTHON: python };
+
+let failed = false;
+if (files.length > 0) {
+  const result = spawnSync(
+    process.execPath,
+    ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files],
+    { stdio: "inherit", env },
+  );
+  failed ||= result.status !== 0;
+}
+if (runPython) {
+  const opts = { stdio: "inherit", cwd: "python", env: { ...env, PYTHONDONTWRITEBYTECODE: "1" } };
+  const mypy = spawnSync(python, ["-m", "mypy"], opts);
+  failed ||= mypy.status !== 0;
+  const pytest = spawnSync(python, ["-m", "pytest", "-p", "no:cacheprovider"], opts);
+  failed ||= pytest.status !== 0;
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,1 @@
+"""mage's environment adapters: OpenSpiel and TextArena served over the environment protocol."""
