@@ -25,7 +25,9 @@ function run(cmd, args) {
 
 function basePython() {
   for (const cand of [process.env.MAGE_BASE_PYTHON, "python3.11", "python3"].filter(Boolean)) {
-    const r = spawnSync(cand, ["-c", "import sys; print(sys.version_info[:2] >= (3, 11))"], { encoding: "utf8" });
+    const r = spawnSync(cand, ["-c", "import sys; print(sys.version_info[:2] >= (3, 11))"], {
+      encoding: "utf8",
+    });
     if (r.status === 0 && r.stdout.trim() === "True") return cand;
   }
   throw new Error("no Python ≥ 3.11 found (python3.11, python3); install one or set MAGE_BASE_PYTHON");
@@ -35,13 +37,24 @@ export function ensurePythonEnv() {
   const hash = createHash("sha256");
   for (const f of files) hash.update(readFileSync(f));
   const stamp = hash.digest("hex");
-  if (existsSync(python) && existsSync(stampFile) && readFileSync(stampFile, "utf8").trim() === stamp) return python;
+  if (existsSync(python) && existsSync(stampFile) && readFileSync(stampFile, "utf8").trim() === stamp)
+    return python;
   const t0 = Date.now();
   console.error(`python-env: installing the pinned Python packages into ${venv} (once; PyTorch is large)`);
   if (existsSync(venv) && !existsSync(python)) rmSync(venv, { recursive: true, force: true });
   if (!existsSync(python)) run(basePython(), ["-m", "venv", venv]);
   rmSync(stampFile, { force: true });
-  run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", files[0], "-c", files[1]]);
+  run(python, [
+    "-m",
+    "pip",
+    "install",
+    "--quiet",
+    "--disable-pip-version-check",
+    "-r",
+    files[0],
+    "-c",
+    files[1],
+  ]);
   writeFileSync(stampFile, `${stamp}\n`);
   console.error(`python-env: ready in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   return python;
