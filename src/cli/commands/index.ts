@@ -19,4 +19,5 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   diversity: async () => (await import("./diversity.js")).command,
   replay: async () => (await import("./replay.js")).command,
   dashboard: async () => (await import("./dashboard.js")).command,
+  "export-hf": async () => (await import("./export-hf.js")).command,
 };
