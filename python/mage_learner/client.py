@@ -1,0 +1,91 @@
+"""A small client of the learner protocol: listens on a Unix socket, starts a worker that connects
+to it, and sends requests. Used by the tests and the recorded-session tools."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .frames import Array, read_frame, write_frame
+
+
+class WorkerFailed(Exception):
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(f"{error.get('kind')}: {error.get('message')}")
+        self.error = error
+
+
+class Client:
+    def __init__(self, command: list[str] | None = None, env: dict[str, str] | None = None, timeout: float = 120.0) -> None:
+        """Starts `command + ['--connect', PATH]` (default: this interpreter's worker module)."""
+        self.dir = tempfile.mkdtemp(prefix="mage-learner-")
+        self.path = os.path.join(self.dir, "worker.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(1)
+        self.server.settimeout(timeout)
+        cmd = (command or [sys.executable, "-m", "mage_learner.worker"]) + ["--connect", self.path]
+        pkg_root = str(Path(__file__).resolve().parents[1])
+        full_env = {**os.environ, **(env or {})}
+        full_env["PYTHONPATH"] = pkg_root + os.pathsep + full_env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen(cmd, env=full_env, stderr=subprocess.PIPE, text=True)
+        try:
+            self.conn, _ = self.server.accept()
+        except TimeoutError:
+            self.proc.kill()
+            raise RuntimeError(f"the worker did not connect: {self.proc.stderr.read() if self.proc.stderr else ''}") from None
+        self.conn.settimeout(timeout)
+        self.rfile = self.conn.makefile("rb")
+        self.wfile = self.conn.makefile("wb")
+        self.next_id = 1
+
+    def raw(self, header: dict[str, Any], arrays: dict[str, Array] | None = None) -> tuple[dict[str, Any], dict[str, Array]]:
+        h = {"id": self.next_id, **header}
+        self.next_id += 1
+        write_frame(self.wfile, h, arrays)
+        frame = read_frame(self.rfile)
+        if frame is None:
+            raise EOFError("the worker closed the connection")
+        return frame.header, frame.arrays
+
+    def call(self, op: str, arrays: dict[str, Array] | None = None, **fields: Any) -> tuple[dict[str, Any], dict[str, Array]]:
+        header, out = self.raw({"op": op, **fields}, arrays)
+        if not header.get("ok"):
+            raise WorkerFailed(header.get("error") or {})
+        return header, out
+
+    def close(self) -> int:
+        try:
+            if self.proc.poll() is None:
+                try:
+                    self.call("shutdown")
+                except (OSError, EOFError, WorkerFailed):
+                    pass
+            rc = self.proc.wait(timeout=60)
+        finally:
+            for f in (self.rfile, self.wfile):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self.conn.close()
+            self.server.close()
+            if self.proc.stderr:
+                self.proc.stderr.close()
+            try:
+                os.unlink(self.path)
+                os.rmdir(self.dir)
+            except OSError:
+                pass
+        return rc
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

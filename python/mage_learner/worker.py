@@ -1,0 +1,224 @@
+"""The learner worker: `python -m mage_learner.worker --connect SOCKET_PATH` (or under torchrun,
+where rank 0 alone connects and broadcasts each request to the other ranks). Serves requests in
+order until `shutdown` or end of stream; every failure becomes an `ok: false` reply (tracebacks go
+to stderr, never on the wire)."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import PROTOCOL_VERSION, __version__
+from .dist import Dist, init_from_env
+from .errors import WorkerError, protocol, usage
+from .frames import Array, Frame, read_frame, write_frame
+from .generate import generate
+from .learner import Learner, OptimizerSpec, decay_names, make_optimizer
+from .model import Loaded, load
+from .render import ChatRenderer, render_request
+from .sampling import SamplingParams
+
+Reply = tuple[dict[str, Any], dict[str, Array]]
+
+
+@dataclass
+class Worker:
+    dist: Dist = field(default_factory=Dist)
+    loaded: Loaded | None = None
+    learner: Learner | None = None
+    renderer: ChatRenderer | None = None
+    stopping: bool = False
+
+    def handle(self, frame: Frame) -> Reply:
+        """One request's reply header (with id and ok) and arrays; never raises."""
+        req = frame.header
+        rid = req.get("id")
+        try:
+            op = req.get("op")
+            fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+            if fn is None:
+                raise protocol(f"unknown op {op!r} (this worker speaks protocol {PROTOCOL_VERSION})")
+            header, arrays = fn(req, frame.arrays)
+            return {"id": rid, "ok": True, **header}, arrays
+        except WorkerError as e:
+            return {"id": rid, "ok": False, "error": e.to_json()}, {}
+        except Exception as e:  # noqa: BLE001 - the wire gets the message, stderr the traceback
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+            return {"id": rid, "ok": False, "error": {"kind": "internal", "message": f"{type(e).__name__}: {e}"}}, {}
+
+    def _learner(self) -> Learner:
+        if self.learner is None:
+            raise protocol("no model loaded: send `load` first")
+        return self.learner
+
+    def op_hello(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        theirs = req.get("protocol")
+        if theirs != PROTOCOL_VERSION:
+            side = (
+                "update the Python worker (python/mage_learner) to the trainer's version"
+                if isinstance(theirs, int) and theirs > PROTOCOL_VERSION
+                else "update the TypeScript trainer to the worker's version"
+            )
+            raise protocol(
+                f"protocol version mismatch: the trainer speaks {theirs!r}, this worker speaks {PROTOCOL_VERSION}; {side}"
+            )
+        import peft
+        import transformers
+
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "worker": __version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+            "worldSize": self.dist.world,
+            "cuda": torch.cuda.is_available(),
+        }, {}
+
+    def op_load(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        loaded = load(req)
+        spec = OptimizerSpec.from_json(req.get("optimizer"))
+        decaying = decay_names(loaded.model)
+        model = loaded.model
+        if self.dist.active:
+            from .fsdp import wrap
+
+            model = wrap(model, loaded.device)
+        optimizer = make_optimizer(model, spec, decaying)
+        self.loaded = loaded
+        self.learner = Learner(loaded, model, optimizer, spec, self.dist)
+        self.renderer = ChatRenderer(loaded.tokenizer) if getattr(loaded.tokenizer, "chat_template", None) else None
+        params = sum(p.numel() for p in loaded.model.parameters())
+        trainable = sum(p.numel() for p in loaded.model.parameters() if p.requires_grad)
+        if self.dist.active:  # sharded: count the full tensors
+            params, trainable = (int(x) for x in self.dist.sum_floats([float(params), float(trainable)]))
+        return {
+            "architecture": loaded.architecture,
+            "vocabSize": loaded.vocab_size,
+            "contextLength": loaded.context_length,
+            "parameters": params,
+            "trainableParameters": trainable,
+            "eosTokenIds": loaded.eos_ids,
+        }, {}
+
+    def op_render(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        self._learner()
+        if self.renderer is None:
+            raise usage("the model's tokenizer has no chat template", "model.torch.path")
+        return render_request(self.renderer, req)
+
+    def op_generate(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        learner = self._learner()
+        from .batch import split_sequences
+
+        seqs = split_sequences(arrays, with_mask=False)
+        reqs = req.get("requests")
+        if not isinstance(reqs, list) or len(reqs) != len(seqs):
+            raise protocol(f"generate: {len(seqs)} prompts but `requests` is not a list of {len(seqs)}")
+        params = [SamplingParams.from_json(r, f"requests[{i}]") for i, r in enumerate(reqs)]
+        assert self.loaded is not None
+        if self.dist.active:
+            raise usage("generate under torchrun is not supported: sample with one process or a vLLM server", "rollouts")
+        t0 = time.perf_counter()
+        out = generate(
+            learner.model,
+            self.loaded.tokenizer,
+            self.loaded.device,
+            self.loaded.eos_ids,
+            [s.ids.tolist() for s in seqs],
+            params,
+        )
+        tokens = [t for s in out for t in s.tokens]
+        return {
+            "texts": [s.text for s in out],
+            "finish": [s.finish for s in out],
+            "ms": (time.perf_counter() - t0) * 1000,
+        }, {
+            "tokens": np.asarray(tokens, np.int32),
+            "token_lengths": np.asarray([len(s.tokens) for s in out], np.int32),
+            "logprobs": np.asarray([x for s in out for x in s.logprobs], np.float64),
+        }
+
+    def op_logprobs(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        return self._learner().logprobs(req, arrays)
+
+    def op_update(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        return self._learner().update(req, arrays)
+
+    def op_save(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        return self._learner().save(req), {}
+
+    def op_restore(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        return self._learner().restore(req), {}
+
+    def op_shutdown(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        self.stopping = True
+        return {}, {}
+
+
+def serve(worker: Worker, rfile: Any, wfile: Any) -> None:
+    """Rank 0's loop: read, broadcast, handle, reply; until shutdown or end of stream."""
+    while not worker.stopping:
+        try:
+            frame = read_frame(rfile)
+        except WorkerError as e:
+            write_frame(wfile, {"id": None, "ok": False, "error": e.to_json()})
+            if "stream ended" in e.message:
+                frame = None
+            else:
+                continue
+        worker.dist.broadcast_object(frame)
+        if frame is None:
+            break
+        header, arrays = worker.handle(frame)
+        write_frame(wfile, header, arrays)
+
+
+def follow(worker: Worker) -> None:
+    """Ranks > 0: run every request rank 0 broadcasts, drop the replies."""
+    while not worker.stopping:
+        frame = worker.dist.broadcast_object(None)
+        if frame is None:
+            break
+        worker.handle(frame)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mage_learner.worker", description=__doc__)
+    ap.add_argument("--connect", required=True, help="the trainer's Unix socket path")
+    args = ap.parse_args(argv)
+    torch.use_deterministic_algorithms(False)
+    dist = init_from_env()
+    worker = Worker(dist)
+    try:
+        if dist.rank == 0:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(args.connect)
+            except OSError as e:
+                print(f"mage_learner.worker: cannot connect to {args.connect}: {e}", file=sys.stderr)
+                worker.dist.broadcast_object(None)
+                return 1
+            with sock, sock.makefile("rb") as rfile, sock.makefile("wb") as wfile:
+                serve(worker, rfile, wfile)
+        else:
+            follow(worker)
+    finally:
+        if dist.active:
+            import torch.distributed as tdist
+
+            tdist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
