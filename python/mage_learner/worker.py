@@ -6,6 +6,7 @@ to stderr, never on the wire)."""
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import time
@@ -196,7 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mage_learner.worker", description=__doc__)
     ap.add_argument("--connect", required=True, help="the trainer's Unix socket path")
     args = ap.parse_args(argv)
-    torch.use_deterministic_algorithms(False)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only, never the network
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     dist = init_from_env()
     worker = Worker(dist)
     try:

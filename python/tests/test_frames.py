@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from mage_learner.errors import WorkerError
-from mage_learner.frames import decode, encode, read_frame
+from mage_learner.frames import Array, decode, encode, read_frame
 
 
 def test_round_trip_every_dtype_aligned() -> None:
-    arrays = {
+    arrays: dict[str, Array] = {
         "ids": np.arange(7, dtype=np.int32) - 3,
         "w": np.linspace(-1, 1, 5, dtype=np.float32).reshape(5),
         "x": np.array([[1.5, -2.25, np.pi], [0, 1e-300, -7]], dtype=np.float64),

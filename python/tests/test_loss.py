@@ -73,7 +73,7 @@ def test_loss_value_metrics_and_gradients_match_the_ts_formulas(name: str) -> No
     ent = torch.tensor(en, dtype=torch.float64, requires_grad=True)
     refs = torch.tensor(ref, dtype=torch.float64) if ref is not None else None
     loss, sums = ppo_loss_sum(logp, ent, torch.tensor(old, dtype=torch.float64), torch.tensor(adv, dtype=torch.float64), refs, o, len(lp))
-    loss.backward()
+    torch.autograd.backward(loss)
     assert float(loss.detach()) == pytest.approx(want_loss, rel=1e-12, abs=1e-15)
     assert logp.grad is not None and ent.grad is not None
     assert logp.grad.tolist() == pytest.approx(want_dlogp, rel=1e-12, abs=1e-15)
