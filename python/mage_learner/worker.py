@@ -127,8 +127,6 @@ class Worker:
             raise protocol(f"generate: {len(seqs)} prompts but `requests` is not a list of {len(seqs)}")
         params = [SamplingParams.from_json(r, f"requests[{i}]") for i, r in enumerate(reqs)]
         assert self.loaded is not None
-        if self.dist.active:
-            raise usage("generate under torchrun is not supported: sample with one process or a vLLM server", "rollouts")
         t0 = time.perf_counter()
         out = generate(
             learner.model,
