@@ -124,7 +124,10 @@ export function hfConfigJson(config: ModelConfig, tokenizer: Tokenizer): Record<
     use_cache: true,
     bos_token_id: tokenizer.bosId,
     eos_token_id: tokenizer.eosId,
-    pad_token_id: tokenizer.padId,
+    // No pad_token_id here: LlamaModel would make it the embedding's padding_idx, whose row then
+    // gets no gradient from its inputs, unlike the embedded model (the tokenizer and
+    // generation_config.json still name <|pad|>).
+    pad_token_id: null,
     torch_dtype: "float32",
     dtype: "float32",
   };

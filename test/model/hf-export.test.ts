@@ -150,6 +150,7 @@ describe("Hugging Face export", () => {
     assert.equal(cfg.vocab_size, config.vocabSize);
     assert.equal(cfg.tie_word_embeddings, true);
     assert.equal(cfg.bos_token_id, tok.bosId);
+    assert.equal(cfg.pad_token_id, null, "no padding_idx: the <|pad|> row trains like any other");
     const tc = JSON.parse(await readFile(join(out, HF_FILES.tokenizerConfig), "utf8"));
     assert.equal(tc.chat_template, CHAT_TEMPLATE_JINJA);
     const gen = JSON.parse(await readFile(join(out, HF_FILES.generation), "utf8"));
