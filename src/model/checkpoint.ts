@@ -50,6 +50,30 @@ const REQUIRED_FILES = [
   CHECKPOINT_FILES.meta,
 ];
 
+/**
+ * A run checkpoint of the PyTorch learner (`model.backend: torch`): the worker's own save
+ * (`learner/`: HF weights or a PEFT adapter, tokenizer, optimizer, RNG), `torch.json` (what was
+ * saved and from which base), mage's `training-state.json` and `meta.json`.
+ */
+export const TORCH_CHECKPOINT_FILES = {
+  learner: "learner",
+  torch: "torch.json",
+  trainingJson: CHECKPOINT_FILES.trainingJson,
+  meta: CHECKPOINT_FILES.meta,
+} as const;
+
+const TORCH_REQUIRED = [
+  TORCH_CHECKPOINT_FILES.learner,
+  TORCH_CHECKPOINT_FILES.torch,
+  TORCH_CHECKPOINT_FILES.trainingJson,
+  TORCH_CHECKPOINT_FILES.meta,
+];
+
+/** Whether a checkpoint directory holds a torch learner's checkpoint (not the embedded model's). */
+export function isTorchCheckpoint(dir: string): boolean {
+  return existsSync(join(dir, TORCH_CHECKPOINT_FILES.torch));
+}
+
 export type ParamInputs = ReadonlyMap<string, Float32Array> | Readonly<Record<string, Float32Array>>;
 
 export interface TrainingStateInput {
@@ -230,8 +254,7 @@ export async function isCheckpointDir(dir: string): Promise<boolean> {
   } catch {
     return false;
   }
-  for (const f of REQUIRED_FILES) if (!(await exists(join(dir, f)))) return false;
-  return true;
+  return isCompleteLayout(dir);
 }
 
 /** Names of the complete checkpoints directly under `parent`, sorted. */
@@ -271,7 +294,8 @@ export async function recoverCheckpoint(dir: string): Promise<void> {
 }
 
 async function isCompleteLayout(dir: string): Promise<boolean> {
-  for (const f of REQUIRED_FILES) if (!(await exists(join(dir, f)))) return false;
+  const required = (await exists(join(dir, TORCH_CHECKPOINT_FILES.torch))) ? TORCH_REQUIRED : REQUIRED_FILES;
+  for (const f of required) if (!(await exists(join(dir, f)))) return false;
   return true;
 }
 
@@ -297,6 +321,79 @@ function validateInput(input: SaveCheckpointInput): [string, Float32Array][] {
       );
   }
   return list;
+}
+
+/** meta.json's content: what the caller says plus format, versions, time and commit. */
+export function checkpointMeta(input: CheckpointMetaInput = {}): CheckpointMeta {
+  return {
+    ...input,
+    format: CHECKPOINT_FORMAT,
+    formatVersion: CHECKPOINT_FORMAT_VERSION,
+    nodeVersion: process.version,
+    createdAt: new Date().toISOString(),
+    mageVersion: mageVersion(),
+    commit: mageCommit(),
+  };
+}
+
+/**
+ * Atomically writes a checkpoint-like directory at `dir` (replacing an existing one), the same
+ * way `saveCheckpoint` does: `fill(tmp)` writes what it wants into the hidden temporary directory
+ * (and may return small files as `name → text`, or `meta.json → CheckpointMetaInput`), then the
+ * directory is fsynced and renamed into place.
+ */
+export async function writeDirAtomic(
+  dir: string,
+  fill: (tmp: string) => Promise<Record<string, string | CheckpointMetaInput> | undefined>,
+): Promise<void> {
+  const target = resolve(dir);
+  const parent = dirname(target);
+  await mkdir(parent, { recursive: true });
+  await recoverCheckpoint(target);
+  saveCounter += 1;
+  const tag = `${process.pid}-${Date.now()}-${saveCounter}`;
+  const tmp = join(parent, `.${basename(target)}.tmp-${tag}`);
+  const old = join(parent, `.${basename(target)}.old-${tag}`);
+  await mkdir(tmp);
+  try {
+    const files = (await fill(tmp)) ?? {};
+    for (const [name, content] of Object.entries(files)) {
+      const text =
+        typeof content === "string"
+          ? content
+          : jsonText(name === CHECKPOINT_FILES.meta ? checkpointMeta(content) : content);
+      await writeFileDurable(join(tmp, name), text);
+    }
+    await fsyncDir(tmp);
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true }).catch(() => {});
+    throw err;
+  }
+  await swapIntoPlace(tmp, target, old);
+}
+
+async function swapIntoPlace(tmp: string, target: string, old: string): Promise<void> {
+  const parent = dirname(target);
+  // Between the two renames the previous checkpoint lives at `old`.
+  let replaced = false;
+  try {
+    await rename(target, old);
+    replaced = true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+      await rm(tmp, { recursive: true, force: true }).catch(() => {});
+      throw err;
+    }
+  }
+  try {
+    await rename(tmp, target);
+  } catch (err) {
+    if (replaced) await rename(old, target).catch(() => {});
+    await rm(tmp, { recursive: true, force: true }).catch(() => {});
+    throw err;
+  }
+  await fsyncDir(parent);
+  if (replaced) await rm(old, { recursive: true, force: true });
 }
 
 /** Atomically writes a checkpoint directory at `dir` (replacing an existing one). */
@@ -352,15 +449,7 @@ export async function saveCheckpoint(dir: string, input: SaveCheckpointInput): P
         jsonText(input.trainingState.json ?? null),
       );
     }
-    const meta: CheckpointMeta = {
-      ...(input.meta ?? {}),
-      format: CHECKPOINT_FORMAT,
-      formatVersion: CHECKPOINT_FORMAT_VERSION,
-      nodeVersion: process.version,
-      createdAt: new Date().toISOString(),
-      mageVersion: mageVersion(),
-      commit: mageCommit(),
-    };
+    const meta = checkpointMeta(input.meta);
     await writeFileDurable(join(tmp, CHECKPOINT_FILES.meta), jsonText(meta));
     await fsyncDir(tmp);
   } catch (err) {
@@ -368,26 +457,7 @@ export async function saveCheckpoint(dir: string, input: SaveCheckpointInput): P
     throw err;
   }
 
-  // Swap into place. Between the two renames the previous checkpoint lives at `old`.
-  let replaced = false;
-  try {
-    await rename(target, old);
-    replaced = true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-      await rm(tmp, { recursive: true, force: true }).catch(() => {});
-      throw err;
-    }
-  }
-  try {
-    await rename(tmp, target);
-  } catch (err) {
-    if (replaced) await rename(old, target).catch(() => {});
-    await rm(tmp, { recursive: true, force: true }).catch(() => {});
-    throw err;
-  }
-  await fsyncDir(parent);
-  if (replaced) await rm(old, { recursive: true, force: true });
+  await swapIntoPlace(tmp, target, old);
 }
 
 // ---- load -----------------------------------------------------------------------------------
@@ -421,7 +491,7 @@ export async function resolveCheckpointDir(dir: string): Promise<string> {
   const latest = await latestRunCheckpoint(target);
   if (latest !== null) return latest;
   throw new UsageError(
-    `checkpoint: ${dir} is not a complete checkpoint directory (needs ${REQUIRED_FILES.join(", ")}) ` +
+    `checkpoint: ${dir} is not a complete checkpoint directory (needs ${REQUIRED_FILES.join(", ")}, or ${TORCH_REQUIRED.join(", ")} for a torch checkpoint) ` +
       `nor a training run with checkpoints under ${RUN_CHECKPOINTS_DIR}/`,
   );
 }
@@ -434,6 +504,11 @@ export async function readCheckpointMeta(dir: string): Promise<CheckpointMeta> {
 
 export async function loadCheckpoint(dir: string, opts: LoadCheckpointOptions = {}): Promise<Checkpoint> {
   const target = await resolveCheckpointDir(dir);
+  if (isTorchCheckpoint(target))
+    throw new UsageError(
+      `checkpoint ${target} holds a Hugging Face model trained with model.backend: torch, not the embedded model; ` +
+        "evaluate it with `mage eval --checkpoint` (it plays through the PyTorch worker)",
+    );
 
   const configJson = JSON.parse(await readFile(join(target, CHECKPOINT_FILES.config), "utf8"));
   if (configJson?.format !== CHECKPOINT_FORMAT)

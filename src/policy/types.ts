@@ -48,9 +48,10 @@ export interface Policy {
   generate(requests: readonly GenerateRequest[]): Promise<Generation[]>;
   /**
    * Why a request cannot be served (its prompt plus `maxTokens` exceeds the model's context),
-   * or null when it fits. Policies that cannot tell in advance leave it out.
+   * or null when it fits. Policies that cannot tell in advance leave it out. A policy whose
+   * tokenizer lives in another process (the PyTorch worker) answers asynchronously.
    */
-  contextError?(request: GenerateRequest): string | null;
+  contextError?(request: GenerateRequest): string | null | Promise<string | null>;
 }
 
 /** Training samples at temperature 1 with no truncation, so behaviour log-probs are exact. */

@@ -286,14 +286,14 @@ export async function runTrials(
         const requests: GenerateRequest[] = [];
         for (const t of all) {
           let req = callOf(t);
-          let tooLong = policy.contextError?.(req) ?? null;
+          let tooLong = (await policy.contextError?.(req)) ?? null;
           if (tooLong !== null && opts.contextOverflow === "drop-oldest" && opts.reflection !== "none") {
             // Drop the oldest earlier attempts, one at a time, until the request fits.
             const earlier = t.env.memory.attempts.length - 1;
             while (tooLong !== null && t.dropped < earlier) {
               t.dropped += 1;
               req = callOf(t);
-              tooLong = policy.contextError?.(req) ?? null;
+              tooLong = (await policy.contextError?.(req)) ?? null;
             }
           }
           if (tooLong === null) {

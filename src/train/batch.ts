@@ -110,6 +110,44 @@ export function buildTokenBatch(
   onePassPerTrial: boolean,
 ): TokenBatch {
   const { plans, rows } = planSequences(trials, onePassPerTrial);
+  return assembleTokenBatch(
+    plans,
+    rows,
+    plans.map((p) => renderChat(tok, p.messages)),
+    rowAdvantages,
+  );
+}
+
+/** A transcript rendered by a learner's own tokenizer and chat template. */
+export interface RenderedIds {
+  ids: readonly number[];
+  /** Each assistant message's tokens start at `start` (`end` one past its end-of-turn token). */
+  assistantSpans: readonly { start: number; end: number }[];
+}
+
+/**
+ * `buildTokenBatch` with the transcripts rendered by the learner (the PyTorch worker's tokenizer
+ * and chat template own the ids of a Hugging Face model): one `render` call for the whole batch.
+ */
+export async function buildTokenBatchWith(
+  render: (transcripts: ChatMessage[][]) => Promise<RenderedIds[]>,
+  trials: readonly TrialRecord[],
+  rowAdvantages: readonly number[],
+  onePassPerTrial: boolean,
+): Promise<TokenBatch> {
+  const { plans, rows } = planSequences(trials, onePassPerTrial);
+  const rendered = plans.length > 0 ? await render(plans.map((p) => p.messages)) : [];
+  if (rendered.length !== plans.length)
+    throw new Error(`render returned ${rendered.length} transcripts for ${plans.length}`);
+  return assembleTokenBatch(plans, rows, rendered, rowAdvantages);
+}
+
+function assembleTokenBatch(
+  plans: readonly SequencePlan[],
+  rows: readonly Row[],
+  renderedAll: readonly RenderedIds[],
+  rowAdvantages: readonly number[],
+): TokenBatch {
   if (rowAdvantages.length !== rows.length) {
     throw new Error(`buildTokenBatch: ${rows.length} rows but ${rowAdvantages.length} advantages`);
   }
@@ -119,8 +157,8 @@ export function buildTokenBatch(
   const advantages: number[] = [];
   const rowOfToken: number[] = [];
   const trialOfSequence: number[] = [];
-  for (const plan of plans) {
-    const rendered = renderChat(tok, plan.messages);
+  plans.forEach((plan, pi) => {
+    const rendered = renderedAll[pi];
     if (rendered.assistantSpans.length !== plan.rowsOfSpans.length) {
       throw new Error(
         `transcript of trial ${plan.trial} has ${rendered.assistantSpans.length} assistant messages for ${plan.rowsOfSpans.length} rows; prompts were not append-only`,
@@ -165,7 +203,7 @@ export function buildTokenBatch(
     sequences.push(Int32Array.from(rendered.ids));
     lossMask.push(mask);
     trialOfSequence.push(plan.trial);
-  }
+  });
   return {
     batch: { sequences, lossMask },
     oldLogp: Float64Array.from(oldLogp),

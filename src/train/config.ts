@@ -32,6 +32,50 @@ const EvalCell = z
   })
   .strict();
 
+const TorchLora = z
+  .object({
+    rank: z.number().int().positive(),
+    /** Scaling numerator (LoRA scale alpha/rank); default 2 × rank. */
+    alpha: z.number().positive().optional(),
+    dropout: z.number().min(0).lt(1).default(0),
+    targetModules: z.array(z.string().min(1)).min(1).default(["q_proj", "k_proj", "v_proj", "o_proj"]),
+  })
+  .strict();
+
+/** `model.torch`: the PyTorch learner worker (used when `model.backend` is torch). */
+export const TorchModelSchema = z
+  .object({
+    /** A local Hugging Face model directory (config.json, weights, tokenizer, chat template). */
+    path: z.string().min(1).nullable().default(null),
+    /** The interpreter; null: MAGE_PYTHON, $MAGE_VENV/bin/python, the project's .venv, python3. */
+    python: z.string().min(1).nullable().default(null),
+    dtype: z.enum(["float32", "bfloat16", "float16"]).default("float32"),
+    device: z
+      .string()
+      .regex(/^(cpu|cuda|cuda:\d+)$/, "must be cpu, cuda or cuda:N")
+      .default("cpu"),
+    /** Worker processes (FSDP data-parallel ranks under torchrun); 1: a plain process. */
+    processes: z.number().int().positive().default(1),
+    /** null: full fine-tuning. */
+    lora: TorchLora.nullable().default(null),
+    gradientCheckpointing: z.boolean().default(false),
+    /** Gradient accumulation: most tokens per forward/backward pass. */
+    microBatchTokens: z.number().int().positive().default(8192),
+    /** Where rollouts are sampled: the worker's own generate, or an OpenAI-compatible vLLM server. */
+    rollout: z.enum(["worker", "openai"]).default("worker"),
+    /** The server's base URL (rollout: openai), e.g. http://127.0.0.1:8000/v1. */
+    rolloutUrl: z.string().min(1).nullable().default(null),
+    /** The server's name for the base model (`--served-model-name`). */
+    rolloutModel: z.string().min(1).nullable().default(null),
+    /** Full fine-tuning with rollout: openai: the directory the server loads weights from (`vllm serve DIR`). */
+    rolloutWeightsDir: z.string().min(1).nullable().default(null),
+    /** Longest a single worker request may take. */
+    timeoutSeconds: z.number().positive().default(1800),
+  })
+  .strict();
+
+export type TorchModelConfig = z.infer<typeof TorchModelSchema>;
+
 export const ConfigSchema = z
   .object({
     name: z.string().default("run"),
@@ -44,8 +88,40 @@ export const ConfigSchema = z
         checkpoint: z.string().nullable().default(null),
         kernels: z.enum(["auto", "js", "wasm", "native"]).default("auto"),
         contextLength: z.number().int().positive().default(1024),
+        /** embedded: the TypeScript transformer; torch: a Hugging Face model in the PyTorch worker. */
+        backend: z.enum(["embedded", "torch"]).default("embedded"),
+        torch: TorchModelSchema.prefault({}),
       })
       .strict()
+      .superRefine((m, ctx) => {
+        if (m.backend !== "torch") return;
+        const t = m.torch;
+        const need = (ok: boolean, field: string, message: string) => {
+          if (!ok) ctx.addIssue({ code: "custom", path: ["torch", field], message });
+        };
+        need(
+          t.path !== null,
+          "path",
+          "required with model.backend: torch (a local Hugging Face model directory)",
+        );
+        if (t.rollout === "openai") {
+          need(
+            t.rolloutUrl !== null,
+            "rolloutUrl",
+            "required with rollout: openai (e.g. http://127.0.0.1:8000/v1)",
+          );
+          need(
+            t.rolloutModel !== null,
+            "rolloutModel",
+            "required with rollout: openai (the server's model name)",
+          );
+          need(
+            t.lora !== null || t.rolloutWeightsDir !== null,
+            "rolloutWeightsDir",
+            "required with rollout: openai and full fine-tuning (lora: null): the directory the server was started from",
+          );
+        }
+      })
       .prefault({}),
     /** Overrides of the per-game pretraining defaults (`PRETRAIN_DEFAULTS`); unset fields keep them. */
     pretrain: z

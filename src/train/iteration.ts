@@ -1,18 +1,15 @@
 import type { RoleBaselines } from "../algo/advantages.js";
-import { makePpoLoss } from "../algo/ppo-loss.js";
+import type { PpoLossOptions } from "../algo/ppo-loss.js";
 import { Rng } from "../core/rng.js";
 import { TRAIN_SEED_RANGE } from "../evaluate/evaluate.js";
-import type { Learner } from "../model/learner.js";
-import type { ModelParams } from "../model/params.js";
-import type { Tokenizer } from "../model/tokenizer.js";
-import { scoreBatch } from "../model/transformer.js";
+import type { TrainLearner } from "../learner/types.js";
 import type { Policy } from "../policy/types.js";
 import { runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import { assignGroups } from "../tasks/population.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import { computeRowCredit } from "./advantage-pipeline.js";
-import { buildTokenBatch, rowsPerSequence, sliceTokenBatch } from "./batch.js";
+import { buildTokenBatchWith, rowsPerSequence, sliceTokenBatch } from "./batch.js";
 import type { MageConfig } from "./config.js";
 
 /**
@@ -25,11 +22,14 @@ export interface IterationContext {
   config: MageConfig;
   task: TaskDefinition;
   maxTurns: number;
-  tokenizer: Tokenizer;
-  learner: Learner;
+  /** Renders, scores and updates (the embedded model or the PyTorch worker); keeps the reference model for the KL term. */
+  learner: TrainLearner;
   policy: Policy;
-  /** Frozen reference model for the KL term (null when klCoef is 0). */
-  reference: ModelParams | null;
+  /**
+   * The policy's log-probs are not the learner's (a served model): the old log-probs of the PPO
+   * ratio are recomputed by the learner before the first update.
+   */
+  recomputeOldLogp?: boolean;
   roleBaselines: RoleBaselines | null;
 }
 
@@ -117,10 +117,18 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
     const t1 = performance.now();
     const credit = computeRowCredit(trials, config, ctx.roleBaselines ?? undefined);
     const onePass = config.task.promptStyle === "compact";
-    const tb = buildTokenBatch(ctx.tokenizer, trials, credit.advantage, onePass);
-    if (ctx.reference && config.optim.klCoef > 0) {
-      tb.refLogp = scoreBatch(ctx.reference, tb.batch, ctx.learner.kernels).logp;
-    }
+    const tb = await buildTokenBatchWith((m) => ctx.learner.render(m), trials, credit.advantage, onePass);
+    if (ctx.recomputeOldLogp) tb.oldLogp = (await ctx.learner.logprobs(tb.batch, "policy")).logp;
+    if (config.optim.klCoef > 0) tb.refLogp = (await ctx.learner.logprobs(tb.batch, "reference")).logp;
+    const lossOptions: PpoLossOptions = {
+      clipLow: config.optim.clipLow,
+      clipHigh: config.optim.clipHigh,
+      dualClip: config.optim.dualClip,
+      entropyCoef: config.optim.entropyCoef,
+      klCoef: config.optim.klCoef,
+      klClamp: config.optim.klClamp,
+    };
+    const microBatchTokens = config.model.backend === "torch" ? config.model.torch.microBatchTokens : 8192;
     // Rows per sequence, to cut mini-batches of about `miniBatchRows` rows out of whole sequences.
     const rowsPerSeq = rowsPerSequence(trials, onePass);
     const updates: Record<string, number>[] = [];
@@ -128,25 +136,19 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
       const order = rng.derive("minibatch-order", epoch).shuffle(tb.batch.sequences.map((_, i) => i));
       let current: number[] = [];
       let currentRows = 0;
-      const flush = () => {
+      const flush = async () => {
         if (current.length === 0) return;
         const sub = sliceTokenBatch(tb, current);
-        const loss = makePpoLoss(
+        const m = await ctx.learner.update(
+          sub.batch,
           {
             oldLogp: sub.oldLogp,
             advantages: sub.advantages,
             ...(sub.refLogp ? { refLogp: sub.refLogp } : {}),
           },
-          {
-            clipLow: config.optim.clipLow,
-            clipHigh: config.optim.clipHigh,
-            dualClip: config.optim.dualClip,
-            entropyCoef: config.optim.entropyCoef,
-            klCoef: config.optim.klCoef,
-            klClamp: config.optim.klClamp,
-          },
+          lossOptions,
+          { microBatchTokens },
         );
-        const m = ctx.learner.update(sub.batch, loss, { microBatchTokens: 8192 });
         updates.push({ loss: m.loss, grad_norm: m.gradNorm, lr: m.lr, ...m.metrics });
         current = [];
         currentRows = 0;
@@ -154,9 +156,9 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
       for (const s of order) {
         current.push(s);
         currentRows += rowsPerSeq[s];
-        if (currentRows >= config.optim.miniBatchRows) flush();
+        if (currentRows >= config.optim.miniBatchRows) await flush();
       }
-      flush();
+      await flush();
     }
     for (const key of Object.keys(updates[0] ?? {})) metrics[key] = mean(updates.map((u) => u[key]));
     metrics.optimizer_steps = updates.length;

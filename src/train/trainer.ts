@@ -6,23 +6,14 @@ import { writeFileAtomic } from "../core/atomic-write.js";
 import { configDifferences } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
 import { type EvalCell, evaluate, formatBeforeAfter, formatCells } from "../evaluate/evaluate.js";
-import {
-  latestRunCheckpoint,
-  loadCheckpoint,
-  RUN_CHECKPOINTS_DIR,
-  saveCheckpoint,
-  weightsSha256,
-} from "../model/checkpoint.js";
+import type { TorchWorkerOptions } from "../learner/torch/worker.js";
+import { latestRunCheckpoint, loadCheckpoint, RUN_CHECKPOINTS_DIR } from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
-import type { Kernels } from "../model/kernels/types.js";
-import { Learner, type OptimizerState } from "../model/learner.js";
-import { cloneParams, type ModelParams } from "../model/params.js";
-import { paramsFromMap, paramsToMap } from "../model/params-io.js";
-import type { Tokenizer } from "../model/tokenizer.js";
-import { EmbeddedPolicy } from "../policy/embedded.js";
+import type { OptimizerState } from "../model/learner.js";
 import { type ContextOverflow, isRolloutStop } from "../rollout/runner.js";
 import type { TrialRecord } from "../rollout/types.js";
 import { loadTask, type TaskDefinition } from "../tasks/registry.js";
+import { embeddedBackend, type TrainBackend, torchBackend } from "./backend.js";
 import { configToYaml, GAME_DEFAULTS, type MageConfig, readConfigFile } from "./config.js";
 import { runIteration } from "./iteration.js";
 import { ProgressBar } from "./progress.js";
@@ -47,6 +38,10 @@ export interface TrainOptions {
   /** For tests: stop (without checkpointing) after this many iterations of this process. */
   crashAfterIterations?: number;
   progress?: boolean;
+  /** For tests: options of the PyTorch worker (a fake command, extra environment) and the rollout server's fetch. */
+  torch?: { worker?: Partial<TorchWorkerOptions>; fetch?: typeof fetch };
+  /** For tests: called once the learner and policy are open. */
+  onBackend?: (backend: TrainBackend) => void;
 }
 
 export interface TrainResult {
@@ -64,7 +59,8 @@ interface TrainingJson {
   pretrainSeconds: number;
   bestIteration: number | null;
   bestScore: number | null;
-  optimizerMeta: OptimizerState["meta"];
+  /** The embedded learner's optimizer state (the torch worker keeps its own in learner/optimizer.pt). */
+  optimizerMeta?: OptimizerState["meta"];
 }
 
 function ckptName(iteration: number): string {
@@ -104,7 +100,8 @@ function truncateJsonl(path: string, limit: number): void {
  * What a resumed run may change: how long it trains, how often it checkpoints, how it is
  * evaluated and which kernels compute it. Anything else would splice two different runs into one.
  */
-const RESUMABLE_CHANGES = /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|model\.kernels)$/;
+const RESUMABLE_CHANGES =
+  /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|model\.kernels|model\.torch\.(python|timeoutSeconds|rolloutUrl))$/;
 
 function refuseChangedConfig(outDir: string, config: MageConfig): void {
   const file = join(outDir, "config.yaml");
@@ -123,7 +120,8 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
     `run directory ${outDir} was started with another config, so --resume would mix two runs:\n  ` +
       `${diff.join("\n  ")}\n` +
       "Restore those settings to continue it, or choose a new --out. (A resumed run may change " +
-      "train.iterations, train.checkpointEvery, eval and model.kernels.)",
+      "train.iterations, train.checkpointEvery, eval, model.kernels, model.torch.python, " +
+      "model.torch.timeoutSeconds and model.torch.rolloutUrl.)",
   );
 }
 
@@ -144,29 +142,56 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
   if (resumeFrom && opts.resume) refuseChangedConfig(outDir, config);
 
-  const kernels: Kernels = await selectKernels(config.model.kernels);
-  const meta: RunMeta = collectRunMeta(kernels.name);
+  const torch = config.model.backend === "torch";
+  const kernels = torch ? null : await selectKernels(config.model.kernels);
+  const meta: RunMeta = collectRunMeta(kernels?.name ?? "torch");
   writeFileSync(join(outDir, "config.yaml"), configToYaml(config));
 
-  // The base model: given, already pretrained in this run directory, or pretrained now.
+  // The base model: a Hugging Face directory (torch); or given, already pretrained in this run
+  // directory, or pretrained now (embedded).
   let pretrainSeconds = 0;
-  let baseDir = config.model.checkpoint;
-  if (!baseDir) {
-    const dir = join(outDir, "pretrained");
-    if (!existsSync(join(dir, "config.json"))) {
-      if (!opts.pretrain)
-        throw new UsageError("model.checkpoint is not set and this command cannot pretrain");
-      const t0 = performance.now();
-      await opts.pretrain(config, dir, log);
-      pretrainSeconds = (performance.now() - t0) / 1000;
+  let backend: TrainBackend;
+  if (torch) {
+    backend = await torchBackend(config, outDir, opts.torch ?? {});
+  } else {
+    let baseDir = config.model.checkpoint;
+    if (!baseDir) {
+      const dir = join(outDir, "pretrained");
+      if (!existsSync(join(dir, "config.json"))) {
+        if (!opts.pretrain)
+          throw new UsageError("model.checkpoint is not set and this command cannot pretrain");
+        const t0 = performance.now();
+        await opts.pretrain(config, dir, log);
+        pretrainSeconds = (performance.now() - t0) / 1000;
+      }
+      baseDir = dir;
     }
-    baseDir = dir;
+    backend = embeddedBackend(config, await loadCheckpoint(baseDir), kernels!);
   }
-  const base = await loadCheckpoint(baseDir);
-  const baseModel = { dir: baseDir, sha256: weightsSha256(baseDir) };
-  const tokenizer: Tokenizer = base.tokenizer;
-  const baseParams = paramsFromMap(base.config, base.params);
-  const reference: ModelParams | null = config.optim.klCoef > 0 ? cloneParams(baseParams) : null;
+  try {
+    return await trainWith(opts, { task, maxTurns, resumeFrom, meta, pretrainSeconds, backend, log });
+  } finally {
+    await backend.close();
+  }
+}
+
+async function trainWith(
+  opts: TrainOptions,
+  ctx: {
+    task: TaskDefinition;
+    maxTurns: number;
+    resumeFrom: string | null;
+    meta: RunMeta;
+    pretrainSeconds: number;
+    backend: TrainBackend;
+    log: (m: string) => void;
+  },
+): Promise<TrainResult> {
+  const { config, outDir } = opts;
+  const { task, maxTurns, resumeFrom, meta, backend, log } = ctx;
+  let pretrainSeconds = ctx.pretrainSeconds;
+  const baseModel = backend.baseModel;
+  opts.onBackend?.(backend);
 
   let startIteration = 0;
   let history: Record<string, number>[] = [];
@@ -177,13 +202,9 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     config.advantage.roleBaselineDecay !== null
       ? new RoleBaselines(config.advantage.roleBaselineDecay)
       : null;
-  let params = baseParams;
-  let optimizerState: OptimizerState | null = null;
 
   if (resumeFrom) {
-    const ck = await loadCheckpoint(resumeFrom, { trainingState: true });
-    params = paramsFromMap(ck.config, ck.params);
-    const state = ck.trainingState?.json as TrainingJson | undefined;
+    const state = (await backend.learner.restore(resumeFrom)) as TrainingJson | null;
     if (!state) throw new Error(`checkpoint ${resumeFrom} has no training state to resume from`);
     startIteration = state.iteration;
     history = state.history;
@@ -192,9 +213,6 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     pretrainSeconds = state.pretrainSeconds;
     best = { iteration: state.bestIteration, score: state.bestScore };
     if (state.roleBaselines) roleBaselines = RoleBaselines.fromJSON(state.roleBaselines);
-    const tensors: Record<string, Float32Array> = {};
-    for (const [name, t] of ck.trainingState!.tensors) tensors[name] = t.data as Float32Array;
-    optimizerState = { tensors, meta: state.optimizerMeta };
     log(`resuming ${outDir} from ${resumeFrom} (iteration ${startIteration})`);
   }
   // Lines written after the checkpoint by the interrupted process are rewritten by this one.
@@ -203,20 +221,9 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   truncateJsonl(join(outDir, "metrics.jsonl"), startIteration);
   truncateJsonl(join(outDir, "transcripts.jsonl"), startIteration);
   truncateJsonl(join(outDir, "eval.jsonl"), startIteration === 0 ? 0 : startIteration + 1);
-
-  const learner = new Learner(params, {
-    kernels,
-    adamw: { weightDecay: config.optim.weightDecay },
-    schedule: { kind: "constant", lr: config.optim.lr },
-    maxGradNorm: config.optim.gradClip,
-  });
-  if (optimizerState) learner.restoreState(optimizerState);
-  const policy = new EmbeddedPolicy({
-    params: learner.params,
-    tokenizer,
-    kernels,
-    name: `embedded:${config.name}`,
-  });
+  // A served rollout model gets the weights the run (re)starts from.
+  await backend.syncPolicy(startIteration);
+  const policy = backend.evalPolicy;
 
   const cells = defaultEvalCells(config, task);
   const evalAttempts = config.eval.attempts ?? config.task.attempts;
@@ -270,7 +277,6 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   });
 
   const saveRun = async (iteration: number) => {
-    const state = learner.exportState();
     const json: TrainingJson = {
       iteration,
       roleBaselines: roleBaselines?.toJSON() ?? null,
@@ -280,22 +286,17 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       pretrainSeconds,
       bestIteration: best.iteration,
       bestScore: best.score,
-      optimizerMeta: state.meta,
     };
-    await saveCheckpoint(join(outDir, RUN_CHECKPOINTS_DIR, ckptName(iteration)), {
-      config: learner.config,
-      preset: base.preset,
-      params: paramsToMap(learner.params),
-      tokenizer,
-      trainingState: { tensors: state.tensors, json },
+    await backend.learner.save(join(outDir, RUN_CHECKPOINTS_DIR, ckptName(iteration)), {
+      json,
       meta: {
-        kernel: kernels.name,
-        backend: `cpu-${kernels.name}`,
+        ...backend.describe,
         run: config.name,
         game: config.game,
         iteration,
         // What `mage eval` needs to tell the opponents this model trained against from unseen ones.
         trainingOpponents: config.population.opponents.map((o) => o.spec),
+        promptStyle: config.task.promptStyle,
       },
     });
     await pruneCheckpoints(outDir, config.train.keepLast, best.iteration);
@@ -317,9 +318,18 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       break;
     }
     const { trials, metrics } = await runIteration(
-      { config, task, maxTurns, tokenizer, learner, policy, reference, roleBaselines },
+      {
+        config,
+        task,
+        maxTurns,
+        learner: backend.learner,
+        policy: backend.policy,
+        recomputeOldLogp: backend.recomputeOldLogp,
+        roleBaselines,
+      },
       it,
     );
+    if (metrics.optimizer_steps > 0) await backend.syncPolicy(it + 1);
     metrics.wall_s = wall();
     history.push(metrics);
     appendFileSync(join(outDir, "metrics.jsonl"), `${JSON.stringify(metrics)}\n`);

@@ -1,0 +1,337 @@
+/**
+ * A Hugging Face causal LM trained by the PyTorch worker, as a `TrainLearner`. The worker owns the
+ * model, its tokenizer and chat template, and the autograd of the PPO loss; this class turns the
+ * trainer's batches into protocol arrays and back.
+ *
+ *   const learner = await TorchLearner.open({ torch: config.model.torch, optim, seed, reference: true });
+ *   const [t] = await learner.render([messages]);
+ *   const m = await learner.update(batch, { oldLogp, advantages }, DEFAULT_PPO_OPTIONS, { microBatchTokens: 4096 });
+ *   await learner.close();
+ */
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { PpoLossOptions, PpoTokenInputs } from "../../algo/ppo-loss.js";
+import { UsageError } from "../../core/errors.js";
+import { TORCH_CHECKPOINT_FILES, writeDirAtomic } from "../../model/checkpoint.js";
+import type { Batch } from "../../model/transformer.js";
+import type { ChatMessage } from "../../policy/types.js";
+import type { TorchModelConfig } from "../../train/config.js";
+import type {
+  LearnerUpdateResult,
+  RenderedTranscript,
+  RunStateInput,
+  ScoredTokens,
+  TrainLearner,
+} from "../types.js";
+import { TorchWorker, type TorchWorkerOptions } from "./worker.js";
+
+export interface TorchOptimizerOptions {
+  lr: number;
+  weightDecay: number;
+  gradClip: number;
+  betas?: [number, number];
+  eps?: number;
+}
+
+export interface TorchLearnerOptions {
+  torch: TorchModelConfig;
+  optimizer: TorchOptimizerOptions;
+  seed: number;
+  /** Keep the starting weights for reference log-probs (the KL term). */
+  reference: boolean;
+  /** Passed to the worker (tests: a fake command, extra environment). */
+  worker?: Partial<TorchWorkerOptions>;
+  /** Load this directory (a `save` of the worker) instead of `torch.path` (full-weight checkpoints for eval). */
+  modelPath?: string;
+}
+
+export interface TorchModelInfo {
+  architecture: string;
+  vocabSize: number;
+  contextLength: number;
+  parameters: number;
+  trainableParameters: number;
+  eosTokenIds: number[];
+}
+
+/** What a torch run checkpoint records about its learner (`torch.json`). */
+export interface TorchCheckpointInfo {
+  format: "mage-torch-checkpoint";
+  /** What the worker's `save` wrote into `learner/`: full HF weights or a PEFT adapter. */
+  saved: "hf" | "peft-adapter";
+  /** The model the run started from (a PEFT adapter applies to it). */
+  basePath: string;
+  torch: TorchModelConfig;
+}
+
+/** Protocol arrays for a batch: ids and loss_mask concatenated, one length per sequence. */
+export function batchArrays(batch: Batch): { ids: Int32Array; lengths: Int32Array; loss_mask: Uint8Array } {
+  const total = batch.sequences.reduce((s, q) => s + q.length, 0);
+  const ids = new Int32Array(total);
+  const mask = new Uint8Array(total);
+  const lengths = new Int32Array(batch.sequences.length);
+  let o = 0;
+  batch.sequences.forEach((seq, i) => {
+    ids.set(seq, o);
+    mask.set(batch.lossMask[i], o);
+    lengths[i] = seq.length;
+    o += seq.length;
+  });
+  return { ids, lengths, loss_mask: mask };
+}
+
+function messagesJson(messages: readonly ChatMessage[]) {
+  return messages.map((m) =>
+    m.tokenIds !== undefined
+      ? { role: m.role, content: m.content, tokenIds: [...m.tokenIds] }
+      : { role: m.role, content: m.content },
+  );
+}
+
+function scoredCount(batch: Batch): number {
+  let n = 0;
+  for (const m of batch.lossMask) for (let i = 0; i < m.length; i++) n += m[i];
+  return n;
+}
+
+export class TorchLearner implements TrainLearner {
+  readonly backend = "torch" as const;
+  step = 0;
+
+  private constructor(
+    readonly worker: TorchWorker,
+    readonly info: TorchModelInfo,
+    readonly options: TorchLearnerOptions,
+  ) {}
+
+  /** Starts the worker and loads the model. */
+  static async open(opts: TorchLearnerOptions): Promise<TorchLearner> {
+    const t = opts.torch;
+    if (!t.path && !opts.modelPath)
+      throw new UsageError(
+        "model.torch.path is required with model.backend: torch (a local Hugging Face model directory)",
+      );
+    const worker = await TorchWorker.start({
+      python: t.python,
+      processes: t.processes,
+      requestTimeoutMs: t.timeoutSeconds * 1000,
+      ...opts.worker,
+    });
+    try {
+      const model = resolve(opts.modelPath ?? t.path!);
+      const reply = await worker.request("load", {
+        model,
+        dtype: t.dtype,
+        device: t.device,
+        lora: t.lora === null ? null : { ...t.lora, alpha: t.lora.alpha ?? 2 * t.lora.rank },
+        gradientCheckpointing: t.gradientCheckpointing,
+        optimizer: {
+          lr: opts.optimizer.lr,
+          weightDecay: opts.optimizer.weightDecay,
+          betas: opts.optimizer.betas ?? [0.9, 0.999],
+          eps: opts.optimizer.eps ?? 1e-8,
+          gradClip: opts.optimizer.gradClip,
+        },
+        seed: opts.seed,
+        reference: opts.reference,
+      });
+      const h = reply.header;
+      const info: TorchModelInfo = {
+        architecture: String(h.architecture),
+        vocabSize: Number(h.vocabSize),
+        contextLength: Number(h.contextLength),
+        parameters: Number(h.parameters),
+        trainableParameters: Number(h.trainableParameters),
+        eosTokenIds: Array.isArray(h.eosTokenIds) ? (h.eosTokenIds as number[]) : [],
+      };
+      return new TorchLearner(worker, info, opts);
+    } catch (err) {
+      await worker.close();
+      throw err;
+    }
+  }
+
+  get contextLength(): number {
+    return this.info.contextLength;
+  }
+
+  get hasReference(): boolean {
+    return this.options.reference;
+  }
+
+  /** Renders transcripts with the model's chat template (append-only; sampled ids verbatim). */
+  async renderMany(
+    transcripts: readonly (readonly ChatMessage[])[],
+    addGenerationPrompt: boolean,
+  ): Promise<RenderedTranscript[]> {
+    if (transcripts.length === 0) return [];
+    const reply = await this.worker.request("render", {
+      conversations: transcripts.map((m) => ({ messages: messagesJson(m), addGenerationPrompt })),
+    });
+    const ids = reply.arrays.ids as Int32Array;
+    const lengths = reply.arrays.lengths as Int32Array;
+    const spans = reply.header.assistantSpans as [number, number][][];
+    if (!ids || !lengths || lengths.length !== transcripts.length || !Array.isArray(spans))
+      throw new Error(
+        `render: the worker answered ${lengths?.length ?? 0} transcripts for ${transcripts.length}`,
+      );
+    const out: RenderedTranscript[] = [];
+    let o = 0;
+    for (let i = 0; i < lengths.length; i++) {
+      out.push({
+        ids: Array.from(ids.subarray(o, o + lengths[i])),
+        assistantSpans: (spans[i] ?? []).map(([start, end]) => ({ start, end })),
+      });
+      o += lengths[i];
+    }
+    return out;
+  }
+
+  render(transcripts: readonly (readonly ChatMessage[])[]): Promise<RenderedTranscript[]> {
+    return this.renderMany(transcripts, false);
+  }
+
+  async logprobs(batch: Batch, model: "policy" | "reference" = "policy"): Promise<ScoredTokens> {
+    if (model === "reference" && !this.options.reference)
+      throw new Error("this learner was loaded without a reference model");
+    const n = scoredCount(batch);
+    if (n === 0) return { logp: new Float64Array(0), entropy: new Float64Array(0) };
+    const reply = await this.worker.request("logprobs", { model }, batchArrays(batch));
+    const logp = reply.arrays.logp as Float64Array;
+    const entropy = reply.arrays.entropy as Float64Array;
+    if (!logp || logp.length !== n || !entropy || entropy.length !== n)
+      throw new Error(`logprobs: the worker answered ${logp?.length ?? 0} values for ${n} scored tokens`);
+    return { logp, entropy };
+  }
+
+  async update(
+    batch: Batch,
+    inputs: PpoTokenInputs,
+    loss: PpoLossOptions,
+    opts: { microBatchTokens: number },
+  ): Promise<LearnerUpdateResult> {
+    const n = scoredCount(batch);
+    if (inputs.oldLogp.length !== n || inputs.advantages.length !== n)
+      throw new Error(
+        `update: ${n} scored tokens but ${inputs.oldLogp.length} old log-probs and ${inputs.advantages.length} advantages`,
+      );
+    if (loss.klCoef !== 0 && (!inputs.refLogp || inputs.refLogp.length !== n))
+      throw new Error("update: klCoef is set but reference log-probs are missing or misaligned");
+    const arrays = {
+      ...batchArrays(batch),
+      old_logp: Float64Array.from(inputs.oldLogp),
+      advantages: Float64Array.from(inputs.advantages),
+      ...(inputs.refLogp ? { ref_logp: Float64Array.from(inputs.refLogp) } : {}),
+    };
+    const reply = await this.worker.request(
+      "update",
+      {
+        loss: {
+          clipLow: loss.clipLow,
+          clipHigh: loss.clipHigh,
+          dualClip: loss.dualClip,
+          entropyCoef: loss.entropyCoef,
+          klCoef: loss.klCoef,
+          klClamp: loss.klClamp,
+        },
+        microBatchTokens: opts.microBatchTokens,
+        lr: this.options.optimizer.lr,
+      },
+      arrays,
+    );
+    const h = reply.header;
+    this.step = Number(h.step);
+    return {
+      loss: Number(h.loss),
+      metrics: (h.metrics ?? {}) as Record<string, number>,
+      gradNorm: Number(h.gradNorm),
+      lr: this.options.optimizer.lr,
+      clipped: h.clipped === true,
+      skipped: h.skipped === true,
+      step: this.step,
+    };
+  }
+
+  /** The worker's own `save` (weights or adapter, tokenizer, optimizer, RNG), atomic. */
+  async saveWeights(path: string): Promise<"hf" | "peft-adapter"> {
+    const reply = await this.worker.request("save", { path: resolve(path) });
+    return reply.header.format === "peft-adapter" ? "peft-adapter" : "hf";
+  }
+
+  async save(dir: string, run: RunStateInput): Promise<void> {
+    await writeDirAtomic(dir, async (tmp) => {
+      const saved = await this.saveWeights(join(tmp, TORCH_CHECKPOINT_FILES.learner));
+      const info: TorchCheckpointInfo = {
+        format: "mage-torch-checkpoint",
+        saved,
+        basePath: resolve(this.options.torch.path ?? this.options.modelPath ?? ""),
+        torch: this.options.torch,
+      };
+      return {
+        [TORCH_CHECKPOINT_FILES.torch]: `${JSON.stringify(info, null, 2)}\n`,
+        [TORCH_CHECKPOINT_FILES.trainingJson]: `${JSON.stringify({ ...(run.json as object), learnerStep: this.step }, null, 2)}\n`,
+        [TORCH_CHECKPOINT_FILES.meta]: run.meta,
+      };
+    });
+  }
+
+  async restore(dir: string): Promise<unknown> {
+    const learnerDir = join(dir, TORCH_CHECKPOINT_FILES.learner);
+    if (!existsSync(learnerDir))
+      throw new UsageError(
+        `checkpoint ${dir} is not a torch checkpoint (no ${TORCH_CHECKPOINT_FILES.learner}/)`,
+      );
+    const reply = await this.worker.request("restore", { path: resolve(learnerDir) });
+    this.step = Number(reply.header.step);
+    return JSON.parse(await readFile(join(dir, TORCH_CHECKPOINT_FILES.trainingJson), "utf8"));
+  }
+
+  /** Samples continuations of prompt ids (see TorchPolicy). */
+  async generate(
+    prompts: readonly (readonly number[])[],
+    requests: readonly {
+      maxNewTokens: number;
+      temperature: number;
+      topP: number;
+      topK: number;
+      seed: number;
+      stop: readonly string[];
+    }[],
+  ): Promise<{ tokens: number[]; logprobs: number[]; text: string; finish: "stop" | "length" }[]> {
+    if (prompts.length === 0) return [];
+    const lengths = Int32Array.from(prompts.map((p) => p.length));
+    const ids = new Int32Array(lengths.reduce((s, x) => s + x, 0));
+    let o = 0;
+    for (const p of prompts) {
+      ids.set(p, o);
+      o += p.length;
+    }
+    const reply = await this.worker.request("generate", { requests }, { ids, lengths });
+    const tokens = reply.arrays.tokens as Int32Array;
+    const tl = reply.arrays.token_lengths as Int32Array;
+    const lp = reply.arrays.logprobs as Float64Array;
+    const texts = reply.header.texts as string[];
+    const finish = reply.header.finish as string[];
+    if (!tl || tl.length !== prompts.length || !Array.isArray(texts) || !Array.isArray(finish))
+      throw new Error(
+        `generate: the worker answered ${tl?.length ?? 0} generations for ${prompts.length} prompts`,
+      );
+    const out = [];
+    let t = 0;
+    for (let i = 0; i < prompts.length; i++) {
+      out.push({
+        tokens: Array.from(tokens.subarray(t, t + tl[i])),
+        logprobs: Array.from(lp.subarray(t, t + tl[i])),
+        text: texts[i],
+        finish: finish[i] === "length" ? ("length" as const) : ("stop" as const),
+      });
+      t += tl[i];
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.worker.close();
+  }
+}
