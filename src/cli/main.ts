@@ -38,6 +38,11 @@ export async function main(argv: string[]): Promise<number> {
       console.error(`mage ${name}: ${err.message}`);
       return err.exitCode;
     }
+    // The learner worker's failures say what happened and what to do; a stack trace adds nothing.
+    if (err instanceof Error && err.name === "TorchWorkerError") {
+      console.error(`mage ${name}: ${err.message}`);
+      return 1;
+    }
     throw err;
   }
 }

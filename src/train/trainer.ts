@@ -297,6 +297,7 @@ async function trainWith(
         // What `mage eval` needs to tell the opponents this model trained against from unseen ones.
         trainingOpponents: config.population.opponents.map((o) => o.spec),
         promptStyle: config.task.promptStyle,
+        maxResponseTokens: config.rollout.maxResponseTokens,
       },
     });
     await pruneCheckpoints(outDir, config.train.keepLast, best.iteration);

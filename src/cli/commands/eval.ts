@@ -2,8 +2,9 @@ import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js";
-import { readCheckpointMeta } from "../../model/checkpoint.js";
-import { openPolicy } from "../../policy/factory.js";
+import { openTorchCheckpoint } from "../../learner/torch/open-checkpoint.js";
+import { isTorchCheckpoint, readCheckpointMeta } from "../../model/checkpoint.js";
+import { type OpenedPolicy, openPolicy } from "../../policy/factory.js";
 import { parsePolicySpec } from "../../policy/spec.js";
 import { EVAL_SAMPLING } from "../../policy/types.js";
 import {
@@ -70,6 +71,23 @@ function trainingOpponents(
     }
   }
   return new Set();
+}
+
+/** A torch run checkpoint as a policy: prompts in the style it trained with, replies as long as in training. */
+async function openTorchEval(dir: string, meta: Record<string, unknown> | null): Promise<OpenedPolicy> {
+  const opened = await openTorchCheckpoint(dir);
+  return {
+    policy: opened.policy,
+    kind: "torch",
+    promptStyle: meta?.promptStyle === "compact" ? "compact" : "full",
+    close: opened.close,
+  };
+}
+
+function defaultMaxTokens(opened: OpenedPolicy, meta: Record<string, unknown> | null): number {
+  if (opened.kind === "embedded") return 48;
+  if (opened.kind === "torch" && typeof meta?.maxResponseTokens === "number") return meta.maxResponseTokens;
+  return 1024;
 }
 
 export const command: Command = {
@@ -167,8 +185,12 @@ export const command: Command = {
       const known = seen ?? new Set<string>();
       cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
     }
-    const spec = checkpointDir === undefined ? requested : `checkpoint:${await checkpointArg(checkpointDir)}`;
-    const opened = await openPolicy(spec);
+    const resolvedCheckpoint = checkpointDir === undefined ? undefined : await checkpointArg(checkpointDir);
+    const spec = resolvedCheckpoint === undefined ? requested : `checkpoint:${resolvedCheckpoint}`;
+    // A checkpoint of model.backend: torch plays through the PyTorch worker.
+    const torchCheckpoint = resolvedCheckpoint !== undefined && isTorchCheckpoint(resolvedCheckpoint);
+    if (torchCheckpoint) meta ??= await readCheckpointMeta(resolvedCheckpoint);
+    const opened = torchCheckpoint ? await openTorchEval(resolvedCheckpoint, meta) : await openPolicy(spec);
     const style = values.style ?? opened.promptStyle;
     if (style !== "compact" && style !== "full") {
       throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
@@ -192,12 +214,12 @@ export const command: Command = {
             temperature: num("temperature", values.temperature, EVAL_SAMPLING.temperature),
             topP: num("top-p", values["top-p"], EVAL_SAMPLING.topP),
             topK: num("top-k", values["top-k"], EVAL_SAMPLING.topK, true),
-            maxTokens: num("max-tokens", values["max-tokens"], opened.kind === "embedded" ? 48 : 1024, true),
+            maxTokens: num("max-tokens", values["max-tokens"], defaultMaxTokens(opened, meta), true),
             stop: [],
           },
           seed,
           contextOverflow: overflow as ContextOverflow,
-          concurrency: opened.kind === "embedded" ? 1 : 8,
+          concurrency: opened.kind === "embedded" || opened.kind === "torch" ? 1 : 8,
           onTrial: (t) =>
             appendFileSync(
               out,

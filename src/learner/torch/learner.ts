@@ -276,14 +276,19 @@ export class TorchLearner implements TrainLearner {
     });
   }
 
+  /** Loads what the worker's `save` wrote (weights or adapter, optimizer, RNG). */
+  async restoreWeights(path: string): Promise<void> {
+    const reply = await this.worker.request("restore", { path: resolve(path) });
+    this.step = Number(reply.header.step);
+  }
+
   async restore(dir: string): Promise<unknown> {
     const learnerDir = join(dir, TORCH_CHECKPOINT_FILES.learner);
     if (!existsSync(learnerDir))
       throw new UsageError(
         `checkpoint ${dir} is not a torch checkpoint (no ${TORCH_CHECKPOINT_FILES.learner}/)`,
       );
-    const reply = await this.worker.request("restore", { path: resolve(learnerDir) });
-    this.step = Number(reply.header.step);
+    await this.restoreWeights(learnerDir);
     return JSON.parse(await readFile(join(dir, TORCH_CHECKPOINT_FILES.trainingJson), "utf8"));
   }
 

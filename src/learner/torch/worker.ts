@@ -238,11 +238,9 @@ export class TorchWorker {
     try {
       const socket = await Promise.race([connected, exited, timeout]);
       this.attach(socket);
-      const reply = await Promise.race([
-        this.request("hello", { protocol: LEARNER_PROTOCOL }),
-        exited,
-        timeout,
-      ]);
+      // MAGE_LEARNER_PROTOCOL_OVERRIDE makes this trainer claim another version (to test the worker's refusal).
+      const claimed = Number(process.env.MAGE_LEARNER_PROTOCOL_OVERRIDE ?? LEARNER_PROTOCOL);
+      const reply = await Promise.race([this.request("hello", { protocol: claimed }), exited, timeout]);
       const h = reply.header as unknown as HelloReply;
       if (h.protocol !== LEARNER_PROTOCOL)
         throw new TorchWorkerError(
