@@ -89,6 +89,11 @@ function messagesJson(messages: readonly ChatMessage[]) {
   );
 }
 
+/** A JSON number of a reply (the worker sends NaN and infinities as null). */
+function num(x: unknown): number {
+  return typeof x === "number" ? x : Number.NaN;
+}
+
 function scoredCount(batch: Batch): number {
   let n = 0;
   for (const m of batch.lossMask) for (let i = 0; i < m.length; i++) n += m[i];
@@ -241,11 +246,13 @@ export class TorchLearner implements TrainLearner {
       arrays,
     );
     const h = reply.header;
-    this.step = Number(h.step);
+    this.step = num(h.step);
+    const metrics: Record<string, number> = {};
+    for (const [k, v] of Object.entries((h.metrics ?? {}) as Record<string, unknown>)) metrics[k] = num(v);
     return {
-      loss: Number(h.loss),
-      metrics: (h.metrics ?? {}) as Record<string, number>,
-      gradNorm: Number(h.gradNorm),
+      loss: num(h.loss),
+      metrics,
+      gradNorm: num(h.gradNorm),
       lr: this.options.optimizer.lr,
       clipped: h.clipped === true,
       skipped: h.skipped === true,
