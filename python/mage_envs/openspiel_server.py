@@ -235,6 +235,29 @@ class OpenSpielSession(Session):
             lines.append("Legal actions: " + ", ".join(self._names(state)) + ".")
         return "\n".join(lines)
 
+    def _compact(self, state: Any) -> str:
+        """A terse one-line form for mage's compact prompts (the card(s), the moves, the legal actions)."""
+        g = self.game_name
+        moves = ", ".join(f"{'you' if p == self.agent else 'opp'} {n}" for p, _, n in self.history) or "none"
+        if g == "kuhn_poker":
+            head = f"Card: {CARD[int(state.information_state_string(self.agent)[0])][0]}."
+        elif g == "leduc_poker":
+            obs = state.observation_string(self.agent)
+            priv = re.search(r"\[Private: (-?\d+)\]", obs)
+            pub = re.search(r"\[Public: (-?\d+)\]", obs)
+            pot = re.search(r"\[Pot: (\d+)\]", obs)
+            head = f"Card: {CARD[int(priv.group(1)) // 2][0] if priv else '?'}."
+            if pub and int(pub.group(1)) >= 0:
+                head += f" Public: {CARD[int(pub.group(1)) // 2][0]}."
+            if pot:
+                head += f" Pot: {pot.group(1)}."
+        elif g == "liars_dice":
+            head = f"Die: {state.information_state_string(self.agent).split()[0]}."
+        else:
+            head = state.observation_string(self.agent).strip().replace("\n", "/")
+        legal = "" if state.is_terminal() else " Legal: " + ", ".join(self._names(state)) + "."
+        return f"{head} Moves: {moves}.{legal}"
+
     def prompt(self) -> Json:
         names = ", ".join(f"<action>{n}</action>" for n in self._names(self.initial)) if not self.initial.is_terminal() else ""
         pass_bet = (
@@ -273,6 +296,7 @@ class OpenSpielSession(Session):
         return {
             "fingerprint": self.fingerprint,
             "observation": self._observation(s),
+            "compactObservation": self._compact(s),
             "legalActions": [] if done else list(self._names(s)),
             "toMove": None if done else "agent",
             "done": done,
@@ -300,6 +324,7 @@ class OpenSpielSession(Session):
                 reason = f'"{content[:60]}" is not a legal action; legal: {", ".join(names)}'
             return {
                 "observation": self._observation(s),
+                "compactObservation": self._compact(s),
                 "reward": 0.0,
                 "done": False,
                 "won": False,
@@ -320,6 +345,7 @@ class OpenSpielSession(Session):
         done = bool(s.is_terminal())
         reply: Json = {
             "observation": self._observation(s),
+            "compactObservation": self._compact(s),
             "reward": 0.0,
             "done": done,
             "won": False,
