@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
 import { TorchLearner } from "../../src/learner/torch/learner.js";
+import { openTorchCheckpoint } from "../../src/learner/torch/open-checkpoint.js";
 import { TorchPolicy } from "../../src/learner/torch/policy.js";
 import { TorchWorkerError } from "../../src/learner/torch/worker.js";
 import type { ChatMessage, GenerateRequest } from "../../src/policy/types.js";
@@ -148,6 +149,59 @@ describe("worker errors at load", { skip: NO_WORKER }, () => {
       );
     } finally {
       delete process.env.MAGE_LEARNER_PROTOCOL_OVERRIDE;
+    }
+  });
+});
+
+describe("torch run checkpoints", { skip: NO_WORKER }, () => {
+  it("a LoRA checkpoint reopens for evaluation on its base model with the trained adapter's log-probs", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-torch-ck-"));
+    await saveTinyHf(join(root, "hf"), { seed: 8, contextLength: 128 });
+    const learner = await TorchLearner.open({
+      torch: TorchModelSchema.parse({ path: join(root, "hf"), lora: { rank: 4 } }),
+      optimizer: { lr: 5e-2, weightDecay: 0, gradClip: 1 },
+      seed: 2,
+      reference: false,
+    });
+    let trained: Float64Array;
+    let before0: Float64Array;
+    const [t] = await learner.render([
+      [
+        { role: "user", content: "check or bet?" },
+        { role: "assistant", content: "bet" },
+      ],
+    ]);
+    const mask = new Uint8Array(t.ids.length);
+    for (let j = t.assistantSpans[0].start; j < t.assistantSpans[0].end; j++) mask[j] = 1;
+    const batch = { sequences: [Int32Array.from(t.ids)], lossMask: [mask] };
+    try {
+      before0 = (await learner.logprobs(batch)).logp;
+      for (let k = 0; k < 3; k++) {
+        const cur = await learner.logprobs(batch);
+        await learner.update(
+          batch,
+          { oldLogp: cur.logp, advantages: cur.logp.map(() => 1) },
+          { clipLow: 0.2, clipHigh: 0.2, dualClip: 3, entropyCoef: 0, klCoef: 0, klClamp: 10 },
+          { microBatchTokens: 4096 },
+        );
+      }
+      trained = (await learner.logprobs(batch)).logp;
+      await learner.save(join(root, "ck"), { json: { iteration: 3 }, meta: { run: "t" } });
+    } finally {
+      await learner.close();
+    }
+    assert.ok(
+      trained.some((x, i) => Math.abs(x - before0[i]) > 1e-3),
+      "the adapter changed the model",
+    );
+    const opened = await openTorchCheckpoint(join(root, "ck"));
+    try {
+      assert.equal(opened.info.saved, "peft-adapter");
+      const again = (await opened.learner.logprobs(batch)).logp;
+      for (let i = 0; i < again.length; i++)
+        assert.ok(Math.abs(again[i] - trained[i]) < 1e-6, `token ${i}: ${again[i]} vs ${trained[i]}`);
+    } finally {
+      await opened.close();
     }
   });
 });
