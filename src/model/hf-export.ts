@@ -4,7 +4,7 @@
  *   config.json              LlamaConfig: sizes, rms_norm_eps, rope_parameters, tied head, float32
  *   model.safetensors        F32 tensors under the transformers names (no lm_head: tied)
  *   tokenizer.json           the embedded BPE tokenizer (`Tokenizer.toHuggingFaceJson`)
- *   tokenizer_config.json    special tokens and the chat template as Jinja
+ *   tokenizer_config.json    special tokens (eos = `<|end|>`, the end of a turn) and the chat template
  *   special_tokens_map.json  the same special tokens (older readers look here)
  *   generation_config.json   bos, eos (`<|end|>` and `<|eos|>`), pad
  *
@@ -123,7 +123,7 @@ export function hfConfigJson(config: ModelConfig, tokenizer: Tokenizer): Record<
     initializer_range: 0.02,
     use_cache: true,
     bos_token_id: tokenizer.bosId,
-    eos_token_id: tokenizer.eosId,
+    eos_token_id: [tokenizer.endId, tokenizer.eosId],
     // No pad_token_id here: LlamaModel would make it the embedding's padding_idx, whose row then
     // gets no gradient from its inputs, unlike the embedded model (the tokenizer and
     // generation_config.json still name <|pad|>).
@@ -214,7 +214,12 @@ export async function exportHf(outDir: string, model: HfModel): Promise<void> {
     await writeSafetensors(join(tmp, HF_FILES.model), tensors, { format: "pt" }, { atomic: false });
     await writeFileDurable(join(tmp, HF_FILES.config), jsonText(hfConfigJson(config, tokenizer)));
     await writeFileDurable(join(tmp, HF_FILES.tokenizer), tokenizer.toJsonString());
-    const tokConfig = tokenizerConfigJson(config.contextLength);
+    // As in Hugging Face chat models (Qwen's <|im_end|>), the tokenizer's eos is the end-of-turn
+    // token: what generation stops at and what closes an assistant turn. <|eos|> stays special.
+    const tokConfig: Record<string, unknown> = {
+      ...tokenizerConfigJson(config.contextLength),
+      eos_token: "<|end|>",
+    };
     await writeFileDurable(join(tmp, HF_FILES.tokenizerConfig), jsonText(tokConfig));
     await writeFileDurable(
       join(tmp, HF_FILES.specialTokens),
@@ -222,7 +227,7 @@ export async function exportHf(outDir: string, model: HfModel): Promise<void> {
         bos_token: tokConfig.bos_token,
         eos_token: tokConfig.eos_token,
         pad_token: tokConfig.pad_token,
-        additional_special_tokens: ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"],
+        additional_special_tokens: ["<|eos|>", "<|system|>", "<|user|>", "<|assistant|>"],
       }),
     );
     await writeFileDurable(

@@ -153,6 +153,7 @@ describe("Hugging Face export", () => {
     assert.equal(cfg.pad_token_id, null, "no padding_idx: the <|pad|> row trains like any other");
     const tc = JSON.parse(await readFile(join(out, HF_FILES.tokenizerConfig), "utf8"));
     assert.equal(tc.chat_template, CHAT_TEMPLATE_JINJA);
+    assert.equal(tc.eos_token, "<|end|>");
     const gen = JSON.parse(await readFile(join(out, HF_FILES.generation), "utf8"));
     assert.deepEqual(gen.eos_token_id, [tok.endId, tok.eosId]);
 
@@ -219,7 +220,8 @@ describe("Hugging Face export", () => {
     assert.equal(py.dtype, "torch.float32");
     assert.ok(py.tied, "lm_head is tied to the embedding");
     assert.equal(py.template, CHAT_TEMPLATE_JINJA);
-    assert.deepEqual(py.special, [tok.bosId, tok.eosId, tok.padId]);
+    // eos is the end-of-turn token, as in HF chat models (the worker closes assistant turns with it).
+    assert.deepEqual(py.special, [tok.bosId, tok.endId, tok.padId]);
 
     let worst = 0;
     SEQUENCES.forEach((seq, i) => {
