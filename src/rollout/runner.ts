@@ -131,10 +131,7 @@ export async function runTrials(
   const live: LiveTrial[] = [];
   for (const spec of specs) {
     const task = makeTask(spec);
-    const taskRng = root.derive("task", spec.taskSeed);
-    const opponentRng = root.derive("opponent", spec.groupId, spec.taskSeed);
     const env = new TrialEnv(task, promptOptions(opts));
-    await env.reset(taskRng, opponentRng);
     live.push({
       spec,
       task,
@@ -147,6 +144,26 @@ export async function runTrials(
       current: emptyAttempt(),
       dropped: 0,
     });
+  }
+  // Every trial's task instance, reset concurrently (a served task waits on its server here).
+  const closing: Promise<void>[] = [];
+  const closeTask = (task: TextTask): void => {
+    if (task.close) closing.push(task.close().catch(() => undefined));
+  };
+  const resets = await Promise.allSettled(
+    live.map((t) =>
+      t.env.reset(
+        root.derive("task", t.spec.taskSeed),
+        root.derive("opponent", t.spec.groupId, t.spec.taskSeed),
+      ),
+    ),
+  );
+  const failed = resets.find((r) => r.status === "rejected");
+  if (failed) {
+    // No trial was played: release what was created, and report the first failure as it is.
+    for (const t of live) closeTask(t.task);
+    await Promise.all(closing);
+    throw failed.reason;
   }
   const records = new Map<number, TrialRecord>();
   const finish = (t: LiveTrial, aborted: boolean, stopReason?: string): TrialRecord => {
@@ -165,6 +182,7 @@ export async function runTrials(
       rows: t.rows,
     };
     records.set(t.spec.trialId, rec);
+    closeTask(t.task);
     hooks.onTrialEnd?.(rec);
     return rec;
   };
@@ -181,7 +199,7 @@ export async function runTrials(
     if (last?.phase === "play" && last.attempt === t.attempt) last.reward += f.reward;
   };
 
-  const endAttempt = (t: LiveTrial): void => {
+  const endAttempt = async (t: LiveTrial): Promise<void> => {
     chargeForfeit(t);
     t.attempts.push(t.current);
     const won = t.current.won;
@@ -193,12 +211,13 @@ export async function runTrials(
     if (opts.reflection !== "none" && t.env.reflectCallExpected) {
       t.stage = "reflect";
     } else {
-      restartTrial(t);
+      await restartTrial(t);
     }
   };
 
-  const restartTrial = (t: LiveTrial): void => {
-    t.env.restart();
+  const restartTrial = async (t: LiveTrial): Promise<void> => {
+    const pending = t.env.restart();
+    if (pending) await pending;
     t.attempt += 1;
     t.turn = 0;
     t.stage = "play";
@@ -244,7 +263,7 @@ export async function runTrials(
         done: false,
         won: false,
       });
-      restartTrial(t);
+      await restartTrial(t);
       return;
     }
     const anchor = t.env.anchor("play");
@@ -271,7 +290,7 @@ export async function runTrials(
       cur.finished = true;
     }
     t.turn += 1;
-    if (result.done || t.turn >= opts.maxTurns) endAttempt(t);
+    if (result.done || t.turn >= opts.maxTurns) await endAttempt(t);
   };
 
   try {
@@ -327,6 +346,7 @@ export async function runTrials(
   } catch (err) {
     const finished = [...records.values()];
     const aborted = live.filter((t) => t.stage !== "done").map((t) => finish(t, true));
+    await Promise.all(closing);
     throw new RolloutAbortedError(
       `rollout stopped: ${(err as Error).message}; ${finished.length} finished trials kept, ${aborted.length} in flight recorded as aborted`,
       finished,
@@ -334,5 +354,6 @@ export async function runTrials(
       err,
     );
   }
+  await Promise.all(closing);
   return specs.map((s) => records.get(s.trialId)!);
 }

@@ -54,9 +54,17 @@ export class TrialEnv {
     startAttempt(this.mem, this.task.observation(), this.task.compactObservation());
   }
 
-  /** Starts the next attempt from the identical initial state. */
-  restart(): void {
-    this.task.restart();
+  /**
+   * Starts the next attempt from the identical initial state. Synchronous for in-process tasks;
+   * a promise when the task restarts asynchronously (a served task).
+   */
+  restart(): void | Promise<void> {
+    const pending = this.task.restart();
+    if (pending instanceof Promise) return pending.then(() => this.beginAttempt());
+    this.beginAttempt();
+  }
+
+  private beginAttempt(): void {
     startAttempt(this.mem, this.task.observation(), this.task.compactObservation());
   }
 

@@ -51,6 +51,10 @@ export class MinesweeperTask implements TextTask {
     return this.board.status !== "playing";
   }
 
+  stateKey(): string {
+    return JSON.stringify(this.board);
+  }
+
   get currentBoard(): MinesweeperBoard {
     return this.board;
   }

@@ -9,7 +9,7 @@
 import { UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
 import { createOpponent, describeOpponentSpecs } from "../opponents/registry.js";
-import type { TaskOptions, TextTask } from "./types.js";
+import type { Seat, TaskOptions, TextTask } from "./types.js";
 
 export interface TaskDefinition {
   name: string;
@@ -21,6 +21,11 @@ export interface TaskDefinition {
   /** Default opponent spec (two-player tasks). */
   defaultOpponent?: string;
   create(options: TaskOptions): TextTask;
+  /**
+   * Checks an opponent spec (and seat) before any trial is played; a bad one is a UsageError
+   * listing the valid specs. Served tasks ask their server; built-in tasks use `checkOpponentSpec`.
+   */
+  checkOpponent?(spec: string, seat?: Seat): Promise<void>;
 }
 
 export const TASKS: Record<string, () => Promise<TaskDefinition>> = {

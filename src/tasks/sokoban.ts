@@ -79,6 +79,10 @@ export class SokobanTask implements TextTask {
     return this.finished;
   }
 
+  stateKey(): string {
+    return JSON.stringify({ state: this.state, steps: this.steps });
+  }
+
   /** The generated level (for logs and tests). */
   get currentLevel(): SokobanLevel | undefined {
     return this.level;

@@ -185,6 +185,15 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
     return this.renderObservation(this.state);
   }
 
+  stateKey(): string {
+    return JSON.stringify({ state: this.state, moves: this.moves });
+  }
+
+  legalActions(): string[] {
+    if (this.finished) return [];
+    return this.game.legalMoves(this.state).map((m) => this.moveText(m));
+  }
+
   compactObservation(): string {
     return this.renderCompactObservation(this.state);
   }

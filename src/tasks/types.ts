@@ -98,8 +98,11 @@ export interface TextTask {
    * opponent's opening move is made here.
    */
   reset(rng: Rng, opponentRng?: Rng): Promise<void>;
-  /** Back to the identical initial state of this instance (incl. the opponent's opening move). */
-  restart(): void;
+  /**
+   * Back to the identical initial state of this instance (incl. the opponent's opening move).
+   * In-process tasks restart synchronously; a served task (`remote.ts`) asks its server.
+   */
+  restart(): void | Promise<void>;
   /** Parses the raw response, plays it (and the opponent's reply) and reports what happened. */
   step(response: string): Promise<StepResult>;
   readonly done: boolean;
@@ -119,6 +122,15 @@ export interface TextTask {
    * otherwise beat playing (Kuhn: the agent forfeits what it put in the pot). Omitted: no cost.
    */
   forfeit?(): { reward: number; score: number } | null;
+  /**
+   * The current state, hidden information included, as a string (equal strings = equal states);
+   * `mage env-serve` hashes it into the protocol's restart fingerprint.
+   */
+  stateKey?(): string;
+  /** The legal actions at the current state as the agent writes them (games that have a list). */
+  legalActions?(): string[];
+  /** Releases what the instance holds outside the process (a served task's session). */
+  close?(): Promise<void>;
 }
 
 /** Options shared by every task constructor. */

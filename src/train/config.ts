@@ -80,7 +80,28 @@ export const ConfigSchema = z
   .object({
     name: z.string().default("run"),
     seed: z.number().int().min(0).default(0),
-    game: z.enum(["tictactoe", "kuhn", "sokoban", "minesweeper"]),
+    game: z.enum(["tictactoe", "kuhn", "sokoban", "minesweeper", "remote"]),
+    /**
+     * `game: remote`: the environment server and environment to play (docs/env-protocol.md).
+     * Checked against the server's /info before any trial is played.
+     */
+    env: z
+      .object({
+        url: z.string().min(1),
+        name: z.string().min(1),
+        config: z.record(z.string(), z.unknown()).default({}),
+        /** Per-request timeout. */
+        timeoutMs: z.number().int().positive().default(10_000),
+        /** More tries after a 5xx, a timeout or a connection error (never after a 4xx). */
+        retries: z.number().int().min(0).max(20).default(3),
+        /** Requests in flight to the server at once. */
+        concurrency: z.number().int().positive().default(16),
+        /** A sub-range of the server's seeds to draw instances from (default: all). */
+        seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
+      })
+      .strict()
+      .nullable()
+      .default(null),
     model: z
       .object({
         preset: z.enum(["tiny", "small", "base"]).default("tiny"),
@@ -279,7 +300,18 @@ function formatIssues(error: z.ZodError, source: string): string {
 export function validateConfig(raw: unknown, source = "(inline)"): MageConfig {
   const result = ConfigSchema.safeParse(raw);
   if (!result.success) throw new UsageError(formatIssues(result.error, source));
-  return result.data;
+  const c = result.data;
+  if (c.game === "remote" && c.env === null) {
+    throw new UsageError(
+      `invalid config ${source}:\n  env: game: remote needs an env section (env.url, env.name; see docs/env-protocol.md)`,
+    );
+  }
+  if (c.game !== "remote" && c.env !== null) {
+    throw new UsageError(
+      `invalid config ${source}:\n  env: only game: remote takes an env section (game is ${c.game})`,
+    );
+  }
+  return c;
 }
 
 /** Applies `key.path=value` overrides (values parsed as YAML scalars) to a plain object. */
@@ -340,7 +372,7 @@ export function configToYaml(config: MageConfig): string {
 }
 
 /** Per-game defaults the reference uses when a config leaves them out. */
-export const GAME_DEFAULTS: Record<MageConfig["game"], { maxTurns: number }> = {
+export const GAME_DEFAULTS: Record<Exclude<MageConfig["game"], "remote">, { maxTurns: number }> = {
   tictactoe: { maxTurns: 8 },
   kuhn: { maxTurns: 6 },
   sokoban: { maxTurns: 7 },

@@ -12,13 +12,14 @@ import { selectKernels } from "../model/kernels/select.js";
 import type { OptimizerState } from "../model/learner.js";
 import { type ContextOverflow, isRolloutStop } from "../rollout/runner.js";
 import type { TrialRecord } from "../rollout/types.js";
-import { loadTask, type TaskDefinition } from "../tasks/registry.js";
+import type { TaskDefinition } from "../tasks/registry.js";
 import { embeddedBackend, type TrainBackend, torchBackend } from "./backend.js";
-import { configToYaml, GAME_DEFAULTS, type MageConfig, readConfigFile } from "./config.js";
+import { configToYaml, type MageConfig, readConfigFile } from "./config.js";
 import { runIteration } from "./iteration.js";
 import { ProgressBar } from "./progress.js";
 import { collectRunMeta, type RunMeta } from "./run-meta.js";
 import { type EvalSnapshot, type RunSummary, SUMMARY_FORMAT, writeSummary } from "./summary.js";
+import { gameName, taskForConfig } from "./task-for-config.js";
 
 /**
  * `mage train`: the run loop. A run directory holds the resolved config, metrics.jsonl (one
@@ -128,8 +129,8 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
 export async function train(opts: TrainOptions): Promise<TrainResult> {
   const { config, outDir } = opts;
   const log = opts.log ?? ((m: string) => console.error(m));
-  const task = await loadTask(config.game);
-  const maxTurns = config.task.maxTurns ?? GAME_DEFAULTS[config.game].maxTurns;
+  const task = await taskForConfig(config);
+  const maxTurns = config.task.maxTurns ?? task.maxTurns;
   await mkdir(outDir, { recursive: true });
 
   const resumeFrom = await latestRunCheckpoint(outDir);
@@ -263,7 +264,7 @@ async function trainWith(
   const summaryOf = (finalEval: EvalSnapshot | null, done: number): RunSummary => ({
     format: SUMMARY_FORMAT,
     name: config.name,
-    game: config.game,
+    game: gameName(config),
     seed: config.seed,
     config,
     meta,
@@ -292,7 +293,10 @@ async function trainWith(
       meta: {
         ...backend.describe,
         run: config.name,
-        game: config.game,
+        game: gameName(config),
+        ...(config.env
+          ? { env: { url: config.env.url, name: config.env.name, config: config.env.config } }
+          : {}),
         iteration,
         // What `mage eval` needs to tell the opponents this model trained against from unseen ones.
         trainingOpponents: config.population.opponents.map((o) => o.spec),

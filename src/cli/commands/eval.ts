@@ -12,7 +12,8 @@ import {
   type ContextOverflow,
   RolloutAbortedError,
 } from "../../rollout/runner.js";
-import { checkOpponentSpec, loadTask, TASK_NAMES } from "../../tasks/registry.js";
+import { checkOpponentSpec, loadTask, TASK_NAMES, type TaskDefinition } from "../../tasks/registry.js";
+import { openRemoteTask } from "../../tasks/remote.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
 import { readConfigFile } from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
@@ -25,6 +26,9 @@ const USAGE = [
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json]",
   "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none]",
+  "          [--game remote --env-url URL --env-name NAME [--env-config JSON]]",
+  "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
+  "          checkpoint trained on one remembers its server and environment",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
   "  --seen: the opponents the policy trained against, so results say seen or unseen. A checkpoint",
   "          records its pool and needs no flag; a served or GGUF model cannot tell, so without",
@@ -102,6 +106,9 @@ export const command: Command = {
         checkpoint: { type: "string" },
         policy: { type: "string" },
         game: { type: "string" },
+        "env-url": { type: "string" },
+        "env-name": { type: "string" },
+        "env-config": { type: "string" },
         opponent: { type: "string" },
         seat: { type: "string" },
         attempts: { type: "string" },
@@ -132,9 +139,42 @@ export const command: Command = {
       meta = await readCheckpointMeta(checkpointDir);
       if (typeof meta.game === "string") game = meta.game;
     }
-    if (game === undefined)
-      throw new UsageError(`--game is required; valid choices: ${TASK_NAMES.join(", ")}`);
-    const task = await loadTask(game);
+    // A served environment: --game remote with --env-url/--env-name, or a checkpoint trained on one.
+    const metaEnv = meta?.env as
+      | { url?: string; name?: string; config?: Record<string, unknown> }
+      | undefined;
+    const served =
+      game === "remote" ||
+      values["env-url"] !== undefined ||
+      values["env-name"] !== undefined ||
+      (values.game === undefined && metaEnv !== undefined);
+    let task: TaskDefinition;
+    if (served) {
+      const url = values["env-url"] ?? metaEnv?.url;
+      const name = values["env-name"] ?? metaEnv?.name;
+      if (!url || !name)
+        throw new UsageError(`--game remote needs --env-url URL and --env-name NAME\nusage: ${USAGE}`);
+      let config = metaEnv?.config ?? {};
+      if (values["env-config"] !== undefined) {
+        try {
+          config = JSON.parse(values["env-config"]);
+        } catch {
+          throw new UsageError(`--env-config must be a JSON object, got ${values["env-config"]}`);
+        }
+        if (typeof config !== "object" || config === null || Array.isArray(config))
+          throw new UsageError(`--env-config must be a JSON object, got ${values["env-config"]}`);
+      }
+      task = await openRemoteTask({ url, name, config });
+      game = task.name;
+    } else {
+      if (game === undefined)
+        throw new UsageError(`--game is required; valid choices: ${[...TASK_NAMES, "remote"].join(", ")}`);
+      task = await loadTask(game);
+    }
+    const checkOpponent = async (spec: string, seat?: "first" | "second") => {
+      if (task.checkOpponent) await task.checkOpponent(spec, seat);
+      else checkOpponentSpec(game!, spec);
+    };
     const seatArg = values.seat ?? "first";
     if (!["first", "second", "both"].includes(seatArg)) {
       throw new UsageError(`unknown --seat "${seatArg}"; valid choices: first, second, both`);
@@ -147,7 +187,7 @@ export const command: Command = {
         .split(",")
         .filter((s) => s.length > 0);
       if (opponents.length === 0) throw new UsageError("--opponent is required");
-      for (const o of opponents) checkOpponentSpec(game, o);
+      for (const o of opponents) for (const seat of seats) await checkOpponent(o, seat);
       cells = opponents.flatMap((opponent) => seats.map((seat) => ({ opponent, seat, unseen: true })));
     } else {
       if (values.opponent !== undefined)
@@ -172,7 +212,7 @@ export const command: Command = {
       const specs = values.seen === "none" ? [] : values.seen.split(",").filter((x) => x.length > 0);
       if (specs.length === 0 && values.seen !== "none")
         throw new UsageError("--seen needs opponent specs (comma-separated) or none");
-      for (const o of specs) checkOpponentSpec(game, o);
+      for (const o of specs) await checkOpponent(o);
       declaredSeen = new Set(specs);
     }
     // Every flag is checked before the checkpoint's pool is read.

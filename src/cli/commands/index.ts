@@ -15,6 +15,7 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   pretrain: async () => (await import("./pretrain.js")).command,
   report: async () => (await import("./report.js")).command,
   serve: async () => (await import("./serve.js")).command,
+  "env-serve": async () => (await import("./env-serve.js")).command,
   experiment: async () => (await import("./experiment.js")).command,
   diversity: async () => (await import("./diversity.js")).command,
   replay: async () => (await import("./replay.js")).command,

@@ -99,7 +99,7 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     let quit = false;
     for (let k = 0; k < attempts && !quit; k++) {
       if (k > 0) {
-        env.restart();
+        await env.restart();
         out();
         out(`=== Attempt ${k + 1} of ${attempts}: the same start again ===`);
       }

@@ -9,6 +9,12 @@ const USAGE = "mage train --config FILE [--out DIR] [--resume] [--set key=value]
 
 /** Pretrains the base model into `dir` (the supervised warm start of `mage pretrain`). */
 async function pretrainFor(config: MageConfig, dir: string, log: (m: string) => void): Promise<string> {
+  if (config.game === "remote") {
+    throw new UsageError(
+      "model.checkpoint: game: remote needs a pretrained checkpoint (mage pretrains only on its own games, " +
+        "from their scripted players); pretrain one with mage pretrain --game kuhn|tictactoe and set model.checkpoint",
+    );
+  }
   const { runPretrain } = await import("../../train/pretrain/run.js");
   log(`no model.checkpoint given: pretraining a ${config.model.preset} model for ${config.game} into ${dir}`);
   const overrides = Object.fromEntries(Object.entries(config.pretrain).filter(([, v]) => v !== undefined));

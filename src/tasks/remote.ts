@@ -1,0 +1,322 @@
+/**
+ * `game: remote`: a text task served by an environment server over the `mage-env/1` protocol
+ * (docs/env-protocol.md). The trial runner, training, evaluation, replay and the dashboard use it
+ * like a built-in task: `reset` creates a session, `step` sends the raw response, `restart` asks
+ * for the identical initial state and checks the server's fingerprint and observation against
+ * the ones `/create` gave (a different state is an error, never silent play on another task).
+ */
+import { UsageError } from "../core/errors.js";
+import { Rng } from "../core/rng.js";
+import { EnvClient, type EnvClientOptions } from "../env/client.js";
+import { checkEnvConfig, type EnvDescription, type Forfeit, type StateReply } from "../env/protocol.js";
+import { actionContent } from "./parse.js";
+import type { TaskDefinition } from "./registry.js";
+import type { Seat, StepResult, TaskInfo, TaskOptions, TaskPromptText, TextTask } from "./types.js";
+
+/** The `env` section of a `game: remote` config. */
+export interface RemoteEnvSettings {
+  url: string;
+  name: string;
+  config?: Record<string, unknown>;
+  timeoutMs?: number;
+  retries?: number;
+  concurrency?: number;
+  /** A sub-range of the server's seeds to draw instances from (default: all of them). */
+  seeds?: { min: number; max: number } | null;
+}
+
+/** The restart of a session came back to another state than its creation. */
+export class RestartMismatchError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "RestartMismatchError";
+  }
+}
+
+/** An integer seed in [min, max] from a keyed stream (the protocol carries integers, not streams). */
+export function wireSeed(rng: Rng, range: { min: number; max: number }): number {
+  return range.min + (rng.derive("wire-seed").nextU32() % (range.max - range.min + 1));
+}
+
+const U32 = { min: 0, max: 0xffffffff } as const;
+
+/**
+ * The generators a served engine builds from the wire seeds (`mage env-serve`): the task stream
+ * and the opponent stream each become `Rng.seeded(seed)`. In-process play through the same
+ * mapping reproduces served play exactly.
+ */
+export function wireRngs(rng: Rng, opponentRng: Rng): { rng: Rng; opponentRng: Rng } {
+  return { rng: Rng.seeded(wireSeed(rng, U32)), opponentRng: Rng.seeded(wireSeed(opponentRng, U32)) };
+}
+
+interface Current {
+  legalActions?: string[];
+  observation: string;
+  compactObservation: string;
+  done: boolean;
+  forfeit: Forfeit | null;
+}
+
+function stateOf(r: StateReply): Current {
+  return {
+    observation: r.observation,
+    compactObservation: r.compactObservation ?? r.observation,
+    done: r.done,
+    forfeit: r.forfeit ?? null,
+    ...(r.legalActions ? { legalActions: r.legalActions } : {}),
+  };
+}
+
+export class RemoteTask implements TextTask {
+  readonly name: string;
+  readonly opponent: string | null;
+  readonly seat: Seat | null;
+  private session: string | undefined;
+  private seq = 0;
+  private initial: StateReply | undefined;
+  private cur: Current | undefined;
+  private prompt: TaskPromptText | undefined;
+  private end = { won: false, draw: false, score: 0 };
+
+  constructor(
+    private readonly client: EnvClient,
+    private readonly env: EnvDescription,
+    private readonly config: Record<string, unknown>,
+    private readonly seeds: { min: number; max: number },
+    options: TaskOptions = {},
+  ) {
+    this.name = env.name;
+    this.opponent = env.twoPlayer ? (options.opponent ?? env.defaultOpponent) : null;
+    this.seat = env.twoPlayer ? (options.seat ?? "first") : null;
+    if (
+      options.replayOpponent !== undefined &&
+      "replayOpponent" in env.config &&
+      !("replayOpponent" in config)
+    ) {
+      this.config = { ...config, replayOpponent: options.replayOpponent };
+    }
+  }
+
+  /** The server's session id (undefined before reset and after close). */
+  get sessionId(): string | undefined {
+    return this.session;
+  }
+
+  async reset(rng: Rng, opponentRng?: Rng): Promise<void> {
+    await this.close();
+    const reply = await this.client.create({
+      env: this.env.name,
+      config: this.config,
+      seed: wireSeed(rng, this.seeds),
+      opponentSeed: wireSeed(opponentRng ?? rng.derive("opponent"), U32),
+      ...(this.opponent !== null ? { opponent: this.opponent } : {}),
+      ...(this.seat !== null ? { seat: this.seat } : {}),
+    });
+    this.session = reply.session;
+    this.seq = 0;
+    this.initial = reply;
+    this.prompt = reply.prompt;
+    this.cur = stateOf(reply);
+    this.end = { won: false, draw: false, score: 0 };
+  }
+
+  async restart(): Promise<void> {
+    const session = this.live("restart");
+    const reply = await this.client.restart(session, ++this.seq);
+    const initial = this.initial!;
+    const differs =
+      reply.fingerprint !== initial.fingerprint
+        ? `fingerprint "${reply.fingerprint}" instead of "${initial.fingerprint}"`
+        : reply.observation !== initial.observation
+          ? `observation ${JSON.stringify(reply.observation.slice(0, 120))} instead of ${JSON.stringify(initial.observation.slice(0, 120))}`
+          : null;
+    if (differs) {
+      throw new RestartMismatchError(
+        `environment server ${this.client.url}: restart of session ${session} (${this.env.name}) returned a different state: ${differs}`,
+      );
+    }
+    this.cur = stateOf(reply);
+    this.end = { won: false, draw: false, score: 0 };
+  }
+
+  async step(response: string): Promise<StepResult> {
+    const session = this.live("step");
+    if (this.cur!.done) throw new Error(`${this.name}: step() after the attempt is over`);
+    const r = await this.client.step(session, ++this.seq, String(response));
+    const compactObservation = r.compactObservation ?? r.observation;
+    this.cur = {
+      observation: r.observation,
+      compactObservation,
+      done: r.done,
+      forfeit: r.forfeit === undefined ? this.cur!.forfeit : r.forfeit,
+      ...(r.legalActions ? { legalActions: r.legalActions } : {}),
+    };
+    const score = r.score ?? 0;
+    if (r.done) this.end = { won: r.won, draw: r.draw ?? false, score };
+    let action = r.action;
+    if (action === undefined) {
+      const c = actionContent(String(response));
+      action = c.ok ? c.move.trim() : "";
+    }
+    const out: StepResult = {
+      reward: r.reward,
+      done: r.done,
+      won: r.won,
+      draw: r.draw ?? false,
+      score,
+      valid: r.valid,
+      action,
+      feedback: r.feedback ?? "",
+      observation: r.observation,
+      compactFeedback: r.compactFeedback ?? "",
+      compactObservation,
+    };
+    if (!r.valid) out.invalidReason = r.invalidReason ?? "invalid action";
+    if (r.hindsightObservation !== undefined) out.hindsightObservation = r.hindsightObservation;
+    if (r.compactHindsight !== undefined) out.compactHindsight = r.compactHindsight;
+    if (r.outcome !== undefined) out.outcome = r.outcome;
+    if (r.compactOutcome !== undefined) out.compactOutcome = r.compactOutcome;
+    return out;
+  }
+
+  /** Frees the server's session (idempotent). */
+  async close(): Promise<void> {
+    const s = this.session;
+    if (s === undefined) return;
+    this.session = undefined;
+    await this.client.close(s);
+  }
+
+  private live(what: string): string {
+    if (this.session === undefined) throw new Error(`${this.name}: ${what}() before reset()`);
+    return this.session;
+  }
+
+  get done(): boolean {
+    return this.cur?.done ?? false;
+  }
+
+  observation(): string {
+    return this.cur?.observation ?? "";
+  }
+
+  compactObservation(): string {
+    return this.cur?.compactObservation ?? "";
+  }
+
+  /** As the built-in tasks: the observation, plus the opponent in two-player games. */
+  anchor(): string {
+    return this.opponent === null
+      ? this.observation()
+      : `${this.observation()}\n[opponent: ${this.opponent}]`;
+  }
+
+  reflectionAnchor(): string {
+    return this.opponent === null ? "reflection" : `reflection\n[opponent: ${this.opponent}]`;
+  }
+
+  /** The legal actions the server listed with the current state (empty when it lists none). */
+  legalActions(): string[] {
+    return this.cur?.legalActions ?? [];
+  }
+
+  info(): TaskInfo {
+    const done = this.done;
+    return {
+      task: this.name,
+      won: done && this.end.won,
+      draw: done && this.end.draw,
+      score: done ? this.end.score : 0,
+      done,
+      opponent: this.opponent,
+      seat: this.seat,
+    };
+  }
+
+  promptText(): TaskPromptText {
+    if (!this.prompt) throw new Error(`${this.name}: promptText() before reset()`);
+    return this.prompt;
+  }
+
+  forfeit(): { reward: number; score: number } | null {
+    if (this.done) return null;
+    return this.cur?.forfeit ?? null;
+  }
+}
+
+/** A served environment as a task definition, plus what the client needs to check specs. */
+export interface RemoteTaskDefinition extends TaskDefinition {
+  readonly client: EnvClient;
+  readonly env: EnvDescription;
+}
+
+/**
+ * Connects to a server, reads its /info and checks the settings against it: the environment
+ * name, its config fields and the seed range are UsageErrors with the server's own choices.
+ */
+export async function openRemoteTask(settings: RemoteEnvSettings): Promise<RemoteTaskDefinition> {
+  const options: EnvClientOptions = {};
+  if (settings.timeoutMs !== undefined) options.timeoutMs = settings.timeoutMs;
+  if (settings.retries !== undefined) options.retries = settings.retries;
+  if (settings.concurrency !== undefined) options.concurrency = settings.concurrency;
+  const client = new EnvClient(settings.url, options);
+  const info = await client.info();
+  const env = info.environments.find((e) => e.name === settings.name);
+  if (!env) {
+    throw new UsageError(
+      `env.name: unknown environment "${settings.name}" on ${client.url}; valid choices (from its /info): ${info.environments.map((e) => e.name).join(", ")}`,
+    );
+  }
+  const config = settings.config ?? {};
+  const bad = checkEnvConfig(env, config);
+  if (bad) {
+    const f = env.config[bad.field?.replace(/^config\./, "") ?? ""];
+    const allowed = f
+      ? f.choices
+        ? `; valid choices: ${f.choices.join(", ")}`
+        : ""
+      : `; valid fields: ${Object.keys(env.config).join(", ") || "(none)"}`;
+    throw new UsageError(
+      `env.${bad.field ?? "config"}: ${bad.message}${bad.message.includes("valid") ? "" : allowed}`,
+    );
+  }
+  const seeds = settings.seeds ?? env.seeds;
+  if (
+    !Number.isInteger(seeds.min) ||
+    !Number.isInteger(seeds.max) ||
+    seeds.min > seeds.max ||
+    seeds.min < env.seeds.min ||
+    seeds.max > env.seeds.max
+  ) {
+    throw new UsageError(
+      `env.seeds: [${seeds.min}, ${seeds.max}] is not a range of ${env.name}'s seeds; valid range (from ${client.url}/info): [${env.seeds.min}, ${env.seeds.max}]`,
+    );
+  }
+  const checked = new Set<string>();
+  return {
+    name: env.name,
+    description: env.description,
+    maxTurns: env.maxTurns,
+    twoPlayer: env.twoPlayer,
+    ...(env.defaultOpponent !== null ? { defaultOpponent: env.defaultOpponent } : {}),
+    create: (o: TaskOptions) => new RemoteTask(client, env, config, seeds, o),
+    client,
+    env,
+    async checkOpponent(spec: string, seat?: Seat): Promise<void> {
+      const key = `${spec}\u0000${seat ?? ""}`;
+      if (checked.has(key)) return;
+      if (!env.twoPlayer)
+        throw new UsageError(`environment "${env.name}" is single-player and takes no opponent`);
+      // The server is the judge of a spec: create one session with it and close it.
+      const reply = await client.create({
+        env: env.name,
+        config,
+        seed: seeds.min,
+        opponent: spec,
+        ...(seat ? { seat } : {}),
+      });
+      await client.close(reply.session);
+      checked.add(key);
+    },
+  };
+}
