@@ -254,8 +254,11 @@ export interface RemoteTaskDefinition extends TaskDefinition {
  * Connects to a server, reads its /info and checks the settings against it: the environment
  * name, its config fields and the seed range are UsageErrors with the server's own choices.
  */
-export async function openRemoteTask(settings: RemoteEnvSettings): Promise<RemoteTaskDefinition> {
-  const options: EnvClientOptions = {};
+export async function openRemoteTask(
+  settings: RemoteEnvSettings,
+  clientOptions: EnvClientOptions = {},
+): Promise<RemoteTaskDefinition> {
+  const options: EnvClientOptions = { ...clientOptions };
   if (settings.timeoutMs !== undefined) options.timeoutMs = settings.timeoutMs;
   if (settings.retries !== undefined) options.retries = settings.retries;
   if (settings.concurrency !== undefined) options.concurrency = settings.concurrency;

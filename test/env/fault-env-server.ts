@@ -69,13 +69,18 @@ export async function startFaultEnvServer(upstream: string, script: EnvFaultScri
       case "hang":
         return; // never answered; close() destroys the socket
       case "status":
-        return send(fault.status, fault.body ?? JSON.stringify({ error: { kind: "internal", message: "injected failure" } }));
+        return send(
+          fault.status,
+          fault.body ?? JSON.stringify({ error: { kind: "internal", message: "injected failure" } }),
+        );
       case "invalid-json":
         return send(200, "<html>502 Bad Gateway</html>");
       case "vanish":
         return send(
           404,
-          JSON.stringify({ error: { kind: "unknown_session", message: `no session "${body?.session}" (injected)` } }),
+          JSON.stringify({
+            error: { kind: "unknown_session", message: `no session "${body?.session}" (injected)` },
+          }),
         );
       case "slow":
         await new Promise<void>((resolve) => {

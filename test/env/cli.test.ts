@@ -1,0 +1,200 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { startEnvServeFromArgs } from "../../src/cli/commands/env-serve.js";
+import { command as evalCommand } from "../../src/cli/commands/eval.js";
+import { UsageError } from "../../src/core/errors.js";
+import { type EnvServerHandle, startEnvServer } from "../../src/env/server.js";
+import { readTrialLog } from "../../src/replay/read.js";
+import { loadConfig, validateConfig } from "../../src/train/config.js";
+import { train } from "../../src/train/trainer.js";
+import { runCommand } from "../cli/run-command.js";
+import { saveRandomCheckpoint } from "../model/random-checkpoint.js";
+
+let server: EnvServerHandle;
+let root: string;
+before(async () => {
+  server = await startEnvServer();
+  root = mkdtempSync(join(tmpdir(), "mage-remote-cli-"));
+  await saveRandomCheckpoint(join(root, "base"), { contextLength: 1024, seed: 4 });
+});
+after(async () => {
+  await server.close();
+});
+
+function remoteConfig(file: string, env: string, extra: string[] = []): string {
+  const path = join(root, file);
+  writeFileSync(
+    path,
+    [
+      "name: remote-test",
+      "seed: 1",
+      "game: remote",
+      `env: { url: ${JSON.stringify(server.url)}, name: ${env}, timeoutMs: 5000, retries: 1 }`,
+      `model: { checkpoint: ${JSON.stringify(join(root, "base"))} }`,
+      "task: { attempts: 2, maxTurns: 3 }",
+      "population: { opponents: [{ spec: aggressive }, { spec: intermediate }] }",
+      "rollout: { tasksPerIteration: 2, groupSize: 2, maxResponseTokens: 6 }",
+      "optim: { miniBatchRows: 8 }",
+      "train: { iterations: 2, checkpointEvery: 1 }",
+      "eval: { every: 0, trials: 2, finalTrials: 3, cells: [{ opponent: cfr, seat: second }] }",
+      ...extra,
+      "",
+    ].join("\n"),
+  );
+  return path;
+}
+
+/** Runs `mage ARGS` in a child process (the real exit code), without blocking this process's server. */
+function mage(args: string[]): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (c) => {
+      stderr += String(c);
+    });
+    child.on("exit", (code) => resolve({ code, stderr }));
+  });
+}
+
+describe("mage train and mage eval with game: remote", () => {
+  it("trains through the protocol; the run's checkpoint evaluates and its trials replay", async () => {
+    const config = loadConfig(remoteConfig("ok.yaml", "kuhn"));
+    const out = join(root, "run");
+    const res = await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
+    assert.equal(res.summary.game, "kuhn");
+    assert.equal(res.summary.iterationsDone, 2);
+    const cell = res.summary.finalEval!.cells[0];
+    assert.equal(cell.opponent, "cfr");
+    assert.equal(cell.seat, "second");
+    const log = readTrialLog(join(out, "transcripts.jsonl"));
+    assert.ok(log.records.length > 0);
+    assert.equal(log.records[0].memory?.task, "kuhn");
+    assert.match(log.records[0].memory!.attempts[0].initialObservation, /Your card: (Jack|Queen|King)/);
+    assert.equal(server.sessions, 0, "every session was closed");
+
+    const ckpts = readdirSync(join(out, "checkpoints"));
+    const evalOut = join(root, "eval.jsonl");
+    const ev = await runCommand(evalCommand, [
+      "--checkpoint",
+      join(out, "checkpoints", ckpts.sort().at(-1)!),
+      "--opponent",
+      "conservative",
+      "--trials",
+      "2",
+      "--attempts",
+      "2",
+      "--max-tokens",
+      "6",
+      "--out",
+      evalOut,
+      "--json",
+    ]);
+    assert.equal(ev.code, 0, ev.err);
+    const lines = readFileSync(evalOut, "utf8").trim().split("\n");
+    assert.equal(lines.length, 2, "both trials appended");
+    assert.equal(JSON.parse(lines[0]).opponent, "conservative");
+  });
+
+  it("an unknown environment name exits 2 with the server's choices", async () => {
+    const r = await mage([
+      "train",
+      "--config",
+      remoteConfig("bad-env.yaml", "leduc"),
+      "--out",
+      join(root, "x"),
+    ]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(
+      r.stderr,
+      /unknown environment "leduc".*valid choices \(from its \/info\): kuhn, minesweeper, sokoban, tictactoe/,
+    );
+  });
+
+  it("a bad env config field, an out-of-range seed range or an unknown opponent is a UsageError", async () => {
+    const cfg = (extra: string[]) => loadConfig(remoteConfig("over.yaml", "kuhn"), extra);
+    await assert.rejects(
+      train({
+        config: cfg(["env.config.replayOpponent=3"]),
+        outDir: join(root, "o1"),
+        resume: false,
+        progress: false,
+        log: () => {},
+      }),
+      (e: Error) => e instanceof UsageError && /replayOpponent must be true or false, got 3/.test(e.message),
+    );
+    await assert.rejects(
+      train({
+        config: cfg(["env.seeds.min=0", "env.seeds.max=99999999999"]),
+        outDir: join(root, "o2"),
+        resume: false,
+        progress: false,
+        log: () => {},
+      }),
+      (e: Error) => e instanceof UsageError && /valid range .*\[0, 4294967295\]/.test(e.message),
+    );
+    await assert.rejects(
+      train({
+        config: cfg(["population.opponents=[{spec: mcts}]"]),
+        outDir: join(root, "o3"),
+        resume: false,
+        progress: false,
+        log: () => {},
+      }),
+      (e: Error) => e instanceof UsageError && /unknown kuhn opponent "mcts".*cfr/.test(e.message),
+    );
+  });
+
+  it("eval --game remote checks the opponent against the server", async () => {
+    const ev = runCommand(evalCommand, [
+      "--policy",
+      `checkpoint:${join(root, "base")}`,
+      "--game",
+      "remote",
+      "--env-url",
+      server.url,
+      "--env-name",
+      "tictactoe",
+      "--opponent",
+      "cfr",
+    ]);
+    await assert.rejects(
+      ev,
+      (e: Error) =>
+        e instanceof UsageError && /unknown tictactoe opponent "cfr"; valid specs: .*mcts/.test(e.message),
+    );
+  });
+
+  it("the config needs an env section exactly with game: remote", () => {
+    const base = { population: { opponents: [{ spec: "random" }] } };
+    assert.throws(
+      () => validateConfig({ ...base, game: "remote" }),
+      /env: game: remote needs an env section/,
+    );
+    assert.throws(
+      () => validateConfig({ ...base, game: "kuhn", env: { url: "http://x", name: "kuhn" } }),
+      /only game: remote takes an env section/,
+    );
+    const ok = validateConfig({ ...base, game: "remote", env: { url: "http://127.0.0.1:1", name: "kuhn" } });
+    assert.equal(ok.env?.retries, 3);
+  });
+
+  it("mage env-serve starts on the port asked for and refuses a bad one", async () => {
+    const h = await startEnvServeFromArgs(["--port", "0"], () => {});
+    try {
+      const info = (await (await fetch(`${h.url}/info`)).json()) as { protocol: string };
+      assert.equal(info.protocol, "mage-env/1");
+    } finally {
+      await h.close();
+    }
+    await assert.rejects(
+      startEnvServeFromArgs(["--port", "70000"], () => {}),
+      UsageError,
+    );
+  });
+});
