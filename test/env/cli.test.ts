@@ -73,7 +73,7 @@ describe("mage train and mage eval with game: remote", () => {
     assert.equal(cell.opponent, "cfr");
     assert.equal(cell.seat, "second");
     const log = readTrialLog(join(out, "transcripts.jsonl"));
-    assert.ok(log.records.length > 0);
+    assert.ok(log.records.length > 0, "log.records.length > 0");
     assert.equal(log.records[0].memory?.task, "kuhn");
     assert.match(log.records[0].memory!.attempts[0].initialObservation, /Your card: (Jack|Queen|King)/);
     assert.equal(server.sessions, 0, "every session was closed");

@@ -117,8 +117,14 @@ describe("game: remote against mage env-serve", () => {
       ["kuhn", "minesweeper", "sokoban", "tictactoe"],
     );
     const ttt = info.environments.find((e) => e.name === "tictactoe")!;
-    assert.ok(ttt.opponents.some((o) => o.spec === "mcts:<simulations>"));
-    assert.ok("movesPerTurn" in info.environments.find((e) => e.name === "sokoban")!.config);
+    assert.ok(
+      ttt.opponents.some((o) => o.spec === "mcts:<simulations>"),
+      'ttt.opponents.some((o) => o.spec === "mcts:<simulations>")',
+    );
+    assert.ok(
+      "movesPerTurn" in info.environments.find((e) => e.name === "sokoban")!.config,
+      '"movesPerTurn" in info.environments.find((e) => e.name === "sokoban")!.config',
+    );
   });
 
   it("a remote restart comes back to the create's state; legal actions are listed", async () => {
@@ -128,7 +134,10 @@ describe("game: remote against mage env-serve", () => {
     const first = task.observation();
     const legal = task.legalActions!();
     assert.equal(legal.length, 8, "the opponent opened: 8 free cells");
-    assert.ok(legal.every((a) => /^\(\d, \d\)$/.test(a)));
+    assert.ok(
+      legal.every((a) => /^\(\d, \d\)$/.test(a)),
+      "legal.every((a) => /^\\(\\d, \\d\\)$/.test(a))",
+    );
     const taken = [
       "(1, 1)",
       "(1, 2)",
@@ -157,7 +166,7 @@ describe("game: remote against mage env-serve", () => {
 describe("bad input to game: remote is a UsageError with the server's choices", () => {
   it("an unknown environment lists the served ones", async () => {
     await assert.rejects(openRemoteTask({ url: server.url, name: "kuhm" }), (err: Error) => {
-      assert.ok(err instanceof UsageError);
+      assert.ok(err instanceof UsageError, "err instanceof UsageError");
       assert.match(
         err.message,
         /unknown environment "kuhm".*valid choices.*kuhn, minesweeper, sokoban, tictactoe/,
@@ -170,7 +179,7 @@ describe("bad input to game: remote is a UsageError with the server's choices", 
     await assert.rejects(
       openRemoteTask({ url: server.url, name: "sokoban", config: { boxes: 2 } }),
       (err: Error) => {
-        assert.ok(err instanceof UsageError);
+        assert.ok(err instanceof UsageError, "err instanceof UsageError");
         assert.match(err.message, /env\.config\.boxes.*valid fields: movesPerTurn, maxSteps, numBoxes/);
         return true;
       },
@@ -192,7 +201,7 @@ describe("bad input to game: remote is a UsageError with the server's choices", 
   it("an opponent the server does not serve lists its specs; a seat on a puzzle is refused", async () => {
     const def = await openRemoteTask({ url: server.url, name: "kuhn" });
     await assert.rejects(def.checkOpponent!("mcts:10", "first"), (err: Error) => {
-      assert.ok(err instanceof UsageError);
+      assert.ok(err instanceof UsageError, "err instanceof UsageError");
       assert.match(err.message, /unknown kuhn opponent "mcts:10"/);
       assert.match(err.message, /cfr:<iterations>/);
       return true;
