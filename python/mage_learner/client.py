@@ -4,6 +4,7 @@ to it, and sends requests. Used by the tests and the recorded-session tools."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,16 +34,26 @@ class Client:
         pkg_root = str(Path(__file__).resolve().parents[1])
         full_env = {**os.environ, **(env or {})}
         full_env["PYTHONPATH"] = pkg_root + os.pathsep + full_env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen(cmd, env=full_env, stderr=subprocess.PIPE, text=True)
+        # stderr goes to a file (a pipe nobody reads would fill up and block the worker).
+        self.stderr_path = os.path.join(self.dir, "stderr.log")
+        self.stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(cmd, env=full_env, stderr=self.stderr, stdout=self.stderr)
         try:
             self.conn, _ = self.server.accept()
         except TimeoutError:
             self.proc.kill()
-            raise RuntimeError(f"the worker did not connect: {self.proc.stderr.read() if self.proc.stderr else ''}") from None
+            raise RuntimeError(f"the worker did not connect:\n{self.stderr_tail()}") from None
         self.conn.settimeout(timeout)
         self.rfile = self.conn.makefile("rb")
         self.wfile = self.conn.makefile("wb")
         self.next_id = 1
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.stderr_path) as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
 
     def raw(self, header: dict[str, Any], arrays: dict[str, Array] | None = None) -> tuple[dict[str, Any], dict[str, Array]]:
         h = {"id": self.next_id, **header}
@@ -66,7 +77,11 @@ class Client:
                     self.call("shutdown")
                 except (OSError, EOFError, WorkerFailed):
                     pass
-            rc = self.proc.wait(timeout=60)
+            try:
+                rc = self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                rc = self.proc.wait()
         finally:
             for f in (self.rfile, self.wfile):
                 try:
@@ -75,13 +90,8 @@ class Client:
                     pass
             self.conn.close()
             self.server.close()
-            if self.proc.stderr:
-                self.proc.stderr.close()
-            try:
-                os.unlink(self.path)
-                os.rmdir(self.dir)
-            except OSError:
-                pass
+            self.stderr.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
         return rc
 
     def __enter__(self) -> Client:

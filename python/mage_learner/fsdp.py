@@ -31,7 +31,7 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         model,
         sharding_strategy=ShardingStrategy.FULL_SHARD,
         auto_wrap_policy=policy,
-        device_id=device if device.type == "cuda" else None,
+        device_id=device,  # an explicit CPU device is what lets FSDP run on CPU with gloo
         use_orig_params=True,
         sync_module_states=False,
     )

@@ -148,3 +148,14 @@ def test_save_replaces_an_existing_checkpoint_atomically(llama_dir: Path, tmp_pa
     call(w, "save", path=str(tmp_path / "ck"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
     assert '"step": 1' in (tmp_path / "ck" / "mage-learner.json").read_text()
+
+
+def test_gradient_checkpointing_gives_the_same_update(llama_dir: Path) -> None:
+    plain = loaded_worker(llama_dir)
+    ckpt = loaded_worker(llama_dir, gradientCheckpointing=True)
+    g1, g2 = capture_grads(plain), capture_grads(ckpt)
+    b = ppo_batch(plain, 8)
+    h1, _ = call(plain, "update", b, loss=LOSS, lr=1e-2)
+    h2, _ = call(ckpt, "update", b, loss=LOSS, lr=1e-2)
+    assert h2["loss"] == pytest.approx(h1["loss"], rel=1e-6)
+    assert max_rel(g2[0], g1[0]) < 1e-6

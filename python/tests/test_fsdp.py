@@ -1,0 +1,58 @@
+"""torchrun --nproc-per-node 2 (gloo, CPU, PyTorch FSDP FULL_SHARD) gives the same log-probs and
+the same update as one process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import call, load_fields, loaded_worker, weights
+from test_update import LOSS, ppo_batch
+
+from mage_learner.client import Client
+
+OPT = {"lr": 1e-3, "weightDecay": 0.01, "betas": [0.9, 0.999], "eps": 1e-8, "gradClip": 1.0}
+
+
+def torchrun() -> list[str]:
+    exe = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "torch.distributed.run"]
+
+
+def test_two_ranks_equal_one_process(llama_dir: Path, tmp_path: Path) -> None:
+    one = loaded_worker(llama_dir, optimizer=OPT, lora=None)
+    b = ppo_batch(one, 20, n=5)
+    b.pop("ref_logp")
+    loss = {**LOSS, "klCoef": 0}
+    _, lp1 = call(one, "logprobs", b)
+    h1, _ = call(one, "update", b, loss=loss, lr=1e-3, microBatchTokens=16)
+
+    cmd = torchrun() + ["--standalone", "--nproc-per-node", "2", "-m", "mage_learner.worker"]
+    env = {"MAGE_DIST_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    with Client(cmd, env=env, timeout=240) as c:
+        hello, _ = c.call("hello", protocol=1)
+        assert hello["worldSize"] == 2
+        h, _ = c.call("load", **load_fields(llama_dir, optimizer=OPT, reference=False))
+        assert h["parameters"] == sum(p.numel() for p in one.loaded.model.parameters())  # type: ignore[union-attr]
+        _, lp2 = c.call("logprobs", {k: b[k] for k in ("ids", "lengths", "loss_mask")})
+        h2, _ = c.call("update", b, loss=loss, lr=1e-3, microBatchTokens=16)
+        gen, ga = c.call("generate", {"ids": np.asarray([1, 5, 6], np.int32), "lengths": np.asarray([3], np.int32)},
+                         requests=[{"maxNewTokens": 5, "temperature": 1.0, "topP": 1.0, "topK": 0, "seed": 1}])
+        c.call("save", path=str(tmp_path / "ck"))
+    np.testing.assert_allclose(lp2["logp"], lp1["logp"], rtol=0, atol=1e-5)
+    assert h2["loss"] == pytest.approx(h1["loss"], rel=1e-5)
+    assert h2["gradNorm"] == pytest.approx(h1["gradNorm"], rel=1e-5)
+    assert ga["tokens"].size == 5
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(str(tmp_path / "ck"), local_files_only=True, dtype=torch.float32)
+    w2 = {n: p.detach().numpy() for n, p in saved.named_parameters()}
+    w1 = weights(one)
+    worst = max(float(np.abs(w1[k] - w2[k]).max()) for k in w1)
+    print(f"fsdp 2 ranks vs 1: logp {np.abs(lp2['logp'] - lp1['logp']).max():.2e}, loss {abs(h2['loss'] - h1['loss']):.2e}, weights {worst:.2e}")
+    assert worst < 1e-5, worst
