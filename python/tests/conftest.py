@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tiny import QWEN3_LIKE, build_model  # noqa: E402
+from mage_learner.tiny import QWEN3_LIKE, build_model  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

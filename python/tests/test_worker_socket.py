@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import load_fields
-from tiny import unknown_architecture
+from mage_learner.tiny import unknown_architecture
 
 from mage_learner import PROTOCOL_VERSION
 from mage_learner.client import Client, WorkerFailed
