@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,9 @@ def resolve_device(name: Any) -> torch.device:
         if not torch.cuda.is_available():
             raise usage(f"device {name} asked for, but this torch sees no CUDA device; use cpu", f"{FIELD}.device")
         dev = torch.device(name)
+        local = os.environ.get("LOCAL_RANK")
+        if local is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            dev = torch.device("cuda", int(local))  # under torchrun each rank uses its own GPU
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise usage(f"device {name}: only {torch.cuda.device_count()} CUDA devices", f"{FIELD}.device")
         return dev

@@ -45,6 +45,11 @@ def test_two_ranks_equal_one_process(llama_dir: Path, tmp_path: Path) -> None:
         gen, ga = c.call("generate", {"ids": np.asarray([1, 5, 6], np.int32), "lengths": np.asarray([3], np.int32)},
                          requests=[{"maxNewTokens": 5, "temperature": 1.0, "topP": 1.0, "topK": 0, "seed": 1}])
         c.call("save", path=str(tmp_path / "ck"))
+        # Resume under FSDP: restore the sharded model and optimizer, then the same update again.
+        h3, _ = c.call("update", b, loss=loss, lr=1e-3)
+        assert c.call("restore", path=str(tmp_path / "ck"))[0]["step"] == 1
+        h4, _ = c.call("update", b, loss=loss, lr=1e-3)
+        assert (h4["loss"], h4["gradNorm"], h4["step"]) == (h3["loss"], h3["gradNorm"], 2)
     np.testing.assert_allclose(lp2["logp"], lp1["logp"], rtol=0, atol=1e-5)
     assert h2["loss"] == pytest.approx(h1["loss"], rel=1e-5)
     assert h2["gradNorm"] == pytest.approx(h1["gradNorm"], rel=1e-5)
