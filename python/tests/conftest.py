@@ -1,5 +1,6 @@
 """Shared fixtures: tiny models built once per session; `--device cuda` (or MAGE_TEST_DEVICE=cuda)
-runs the worker tests on CUDA in bfloat16."""
+runs the device tests (test_replay, test_device) on CUDA in bfloat16; MAGE_TEST_DTYPE overrides
+the dtype (e.g. bfloat16 on CPU)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def device(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def dtype(device: str) -> str:
-    return "bfloat16" if device.startswith("cuda") else "float32"
+    return os.environ.get("MAGE_TEST_DTYPE") or ("bfloat16" if device.startswith("cuda") else "float32")
 
 
 @pytest.fixture(scope="session")
