@@ -183,9 +183,11 @@ class OpenSpielSession(Session):
         self.chance = random.Random(args.seed)
         state = self.game.new_initial_state()
         self.history: list[tuple[int, int, str]] = []
+        self.kuhn_history: list[str] = []
         state = self._advance(state, [])
         self.initial = state.clone()
         self.initial_history = list(self.history)
+        self.initial_kuhn_history = list(self.kuhn_history)
         self.initial_chance = self.chance.getstate()
         self.cur = state
         self.fingerprint = fingerprint(self.salt, str(self.initial), repr(self.initial_history))
@@ -203,9 +205,7 @@ class OpenSpielSession(Session):
             else:
                 player = state.current_player()
                 action = self.opponent.act(state)
-                name = state.action_to_string(player, action)
-                self.history.append((player, action, name))
-                replies.append(name)
+                replies.append(self._record(state, player, action))
                 state.apply_action(action)
         return state
 
@@ -218,6 +218,20 @@ class OpenSpielSession(Session):
             return {"PASS": 0, "BET": 1}
         facing_bet = 0 in legal  # Leduc: Fold is legal only when facing a bet
         return {"PASS": 0 if facing_bet else 1, "BET": 1 if facing_bet else 2}
+
+    def _kuhn_name(self, state: Any, action: int) -> str:
+        """The action as mage's Kuhn poker names it: PASS (check / fold) or BET (bet, raise, call)."""
+        if self.game_name == "kuhn_poker":
+            return "BET" if action == 1 else "PASS"
+        facing_bet = 0 in state.legal_actions()
+        return "PASS" if action == 0 or (action == 1 and not facing_bet) else "BET"
+
+    def _record(self, state: Any, player: int, action: int) -> str:
+        name = str(state.action_to_string(player, action))
+        self.history.append((player, action, name))
+        if self.game_name in POKER:
+            self.kuhn_history.append(self._kuhn_name(state, action))
+        return name
 
     # --- text ---
 
@@ -238,6 +252,8 @@ class OpenSpielSession(Session):
     def _compact(self, state: Any) -> str:
         """A terse one-line form for mage's compact prompts (the card(s), the moves, the legal actions)."""
         g = self.game_name
+        if self.pass_bet:
+            return self._compact_pass_bet(state)
         moves = ", ".join(f"{'you' if p == self.agent else 'opp'} {n}" for p, _, n in self.history) or "none"
         if g == "kuhn_poker":
             head = f"Card: {CARD[int(state.information_state_string(self.agent)[0])][0]}."
@@ -258,6 +274,24 @@ class OpenSpielSession(Session):
         legal = "" if state.is_terminal() else " Legal: " + ", ".join(self._names(state)) + "."
         return f"{head} Moves: {moves}.{legal}"
 
+    def _compact_pass_bet(self, state: Any) -> str:
+        """mage's Kuhn compact form (`Card: Q. You: BET. Opp: PASS.`), plus Leduc's public card."""
+        if self.game_name == "kuhn_poker":
+            card = int(state.information_state_string(self.agent)[0])
+            parts = [f"Card: {CARD[card][0]}."]
+        else:
+            obs = state.observation_string(self.agent)
+            priv = re.search(r"\[Private: (-?\d+)\]", obs)
+            pub = re.search(r"\[Public: (-?\d+)\]", obs)
+            parts = [f"Card: {CARD[int(priv.group(1)) // 2][0]}." if priv else "Card: ?."]
+            if pub and int(pub.group(1)) >= 0:
+                parts.append(f"Public: {CARD[int(pub.group(1)) // 2][0]}.")
+        if not self.history:
+            parts.append("You act first.")
+        for (p, _, _), k in zip(self.history, self.kuhn_history):
+            parts.append(f"{'You' if p == self.agent else 'Opp'}: {k}.")
+        return " ".join(parts)
+
     def prompt(self) -> Json:
         names = ", ".join(f"<action>{n}</action>" for n in self._names(self.initial)) if not self.initial.is_terminal() else ""
         pass_bet = (
@@ -265,13 +299,26 @@ class OpenSpielSession(Session):
             if self.pass_bet
             else ""
         )
+        first = "first" if self.agent == 0 else "second"
+        compact_rules = f"{self.game_name.replace('_', ' ')}, OpenSpiel rules.{pass_bet} Reply <action>ACTION</action> with a legal action."
+        if self.pass_bet and self.game_name == "leduc_poker":
+            compact_rules = (
+                "Leduc poker. Cards J,J,Q,Q,K,K, ante 1, a public card after round 1. PASS = check/fold, "
+                "BET = bet/call (2 chips, then 4). A pair with the public card wins, else the higher card. "
+                f"You act {first}. Reply <action>PASS</action> or <action>BET</action>."
+            )
+        elif self.pass_bet:
+            compact_rules = (
+                "Kuhn poker. Cards J<Q<K, ante 1. PASS = check/fold, BET = bet/call 1 chip. Both check or a call: "
+                f"higher card wins. You act {first}. Reply <action>PASS</action> or <action>BET</action>."
+            )
         return {
             "rules": RULES[self.game_name] + pass_bet,
             "playInstruction": (
                 "Think briefly, then answer with exactly one of the legal actions listed in the observation, "
                 f"written inside <action></action> (for example {names or '<action>NAME</action>'})."
             ),
-            "compactRules": f"{self.game_name.replace('_', ' ')}, OpenSpiel rules.{pass_bet} Reply <action>ACTION</action> with a legal action.",
+            "compactRules": compact_rules,
             "compactAsk": "Your move?",
             "actionWord": "Action",
         }
@@ -310,6 +357,7 @@ class OpenSpielSession(Session):
     def restart(self) -> None:
         self.cur = self.initial.clone()
         self.history = list(self.initial_history)
+        self.kuhn_history = list(self.initial_kuhn_history)
         self.chance.setstate(self.initial_chance)
         # Recomputed from the restored state, so a restore that went wrong shows as a different fingerprint.
         self.fingerprint = fingerprint(self.salt, str(self.cur), repr(self.history))
@@ -337,7 +385,7 @@ class OpenSpielSession(Session):
                 "forfeit": self._forfeit(s),
             }
         name, action = by_key[normalise(content)]
-        self.history.append((self.agent, action, s.action_to_string(self.agent, action)))
+        self._record(s, self.agent, action)
         s.apply_action(action)
         replies: list[str] = []
         s = self._advance(s, replies)
@@ -354,7 +402,7 @@ class OpenSpielSession(Session):
             "valid": True,
             "action": name,
             "feedback": ("The opponent played " + ", then ".join(replies) + ".") if replies else "",
-            "compactFeedback": ("Opp: " + ", ".join(replies) + ".") if replies else "",
+            "compactFeedback": ("Opp: " + ", ".join(replies) + ".") if replies and not self.pass_bet else "",
             "legalActions": [] if done else list(self._names(s)),
             "toMove": None if done else "agent",
             "forfeit": self._forfeit(s),
