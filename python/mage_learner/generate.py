@@ -54,7 +54,9 @@ def generate(
         for _ in range(steps):
             if all(done):
                 break
-            out = model(input_ids=ids, attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
+            out = model(
+                input_ids=ids, attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True, logits_to_keep=1
+            )
             past = out.past_key_values
             last = out.logits[:, -1, :].float().cpu().numpy()
             nxt = torch.zeros((b, 1), dtype=torch.long)

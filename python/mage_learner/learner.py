@@ -242,8 +242,12 @@ class Learner:
 
     def grad_norm(self) -> float:
         """Global L2 norm of the accumulated gradient (over all ranks' shards under FSDP)."""
-        grads = [p.grad.detach().double() for p in self.params() if p.grad is not None]
-        sq = float(sum((g * g).sum() for g in grads)) if grads else 0.0
+        total: torch.Tensor | None = None
+        for p in self.params():  # one tensor at a time: no float64 copy of the whole gradient
+            if p.grad is not None:
+                n = torch.linalg.vector_norm(p.grad.detach(), dtype=torch.float64) ** 2
+                total = n if total is None else total + n
+        sq = float(total) if total is not None else 0.0
         if self.dist.active:
             sq = self.dist.sum_floats([sq])[0]
         return float(np.sqrt(sq)) if np.isfinite(sq) else float("nan")
