@@ -13,6 +13,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   "torch-compare": () => import("./torch-compare.js"),
   sampling: () => import("./sampling.js"),
   serve: () => import("./serve.js"),
+  torch: () => import("./torch.js"),
 };
 
 async function main(): Promise<void> {
