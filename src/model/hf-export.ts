@@ -19,11 +19,11 @@
  * sum over the head's dimensions, so the same permutation of q and k leaves it unchanged. This is
  * the inverse of the permutation llama.cpp's convert_hf_to_gguf.py applies to Q/K.
  */
-import { mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
-import { basename, dirname, join, resolve } from "node:path";
-import { fsyncDir, writeFileDurable } from "../core/atomic-write.js";
+import { readdir, readFile, stat } from "node:fs/promises";
+import { join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
 import { tokenizerConfigJson } from "./chat-template.js";
+import { writeDirAtomic } from "./checkpoint.js";
 import { type ModelConfig, paramSpecs, validateModelConfig } from "./config.js";
 import { readSafetensors, writeSafetensors } from "./safetensors.js";
 import { Tokenizer } from "./tokenizer.js";
@@ -186,12 +186,10 @@ async function checkReplaceable(target: string): Promise<void> {
     );
 }
 
-let exportCounter = 0;
-
 /**
- * Writes `model` as a `LlamaForCausalLM` directory at `outDir`, atomically: everything goes into a
- * hidden sibling `.NAME.tmp-…` that is renamed into place (an earlier export there is moved
- * aside first and removed afterwards), so a killed export never leaves a half-written model.
+ * Writes `model` as a `LlamaForCausalLM` directory at `outDir`, atomically like a checkpoint
+ * (`writeDirAtomic`: a hidden sibling `.NAME.tmp-…` renamed into place, an earlier export there
+ * replaced), so a killed export never leaves a half-written model.
  */
 export async function exportHf(outDir: string, model: HfModel): Promise<void> {
   const { config, tokenizer } = model;
@@ -202,67 +200,33 @@ export async function exportHf(outDir: string, model: HfModel): Promise<void> {
     );
   const tensors = hfTensors(config, model.params);
   const target = resolve(outDir);
-  const parent = dirname(target);
-  await mkdir(parent, { recursive: true });
   await checkReplaceable(target);
-  exportCounter += 1;
-  const tag = `${process.pid}-${Date.now()}-${exportCounter}`;
-  const tmp = join(parent, `.${basename(target)}.tmp-${tag}`);
-  const old = join(parent, `.${basename(target)}.old-${tag}`);
-  await mkdir(tmp);
-  try {
+  // As in Hugging Face chat models (Qwen's <|im_end|>), the tokenizer's eos is the end-of-turn
+  // token: what generation stops at and what closes an assistant turn. <|eos|> stays special.
+  const tokConfig: Record<string, unknown> = {
+    ...tokenizerConfigJson(config.contextLength),
+    eos_token: "<|end|>",
+  };
+  await writeDirAtomic(target, async (tmp) => {
     await writeSafetensors(join(tmp, HF_FILES.model), tensors, { format: "pt" }, { atomic: false });
-    await writeFileDurable(join(tmp, HF_FILES.config), jsonText(hfConfigJson(config, tokenizer)));
-    await writeFileDurable(join(tmp, HF_FILES.tokenizer), tokenizer.toJsonString());
-    // As in Hugging Face chat models (Qwen's <|im_end|>), the tokenizer's eos is the end-of-turn
-    // token: what generation stops at and what closes an assistant turn. <|eos|> stays special.
-    const tokConfig: Record<string, unknown> = {
-      ...tokenizerConfigJson(config.contextLength),
-      eos_token: "<|end|>",
-    };
-    await writeFileDurable(join(tmp, HF_FILES.tokenizerConfig), jsonText(tokConfig));
-    await writeFileDurable(
-      join(tmp, HF_FILES.specialTokens),
-      jsonText({
+    return {
+      [HF_FILES.config]: jsonText(hfConfigJson(config, tokenizer)),
+      [HF_FILES.tokenizer]: tokenizer.toJsonString(),
+      [HF_FILES.tokenizerConfig]: jsonText(tokConfig),
+      [HF_FILES.specialTokens]: jsonText({
         bos_token: tokConfig.bos_token,
         eos_token: tokConfig.eos_token,
         pad_token: tokConfig.pad_token,
         additional_special_tokens: ["<|eos|>", "<|system|>", "<|user|>", "<|assistant|>"],
       }),
-    );
-    await writeFileDurable(
-      join(tmp, HF_FILES.generation),
-      jsonText({
+      [HF_FILES.generation]: jsonText({
         bos_token_id: tokenizer.bosId,
         // A chat turn ends with <|end|>; <|eos|> ends a document.
         eos_token_id: [tokenizer.endId, tokenizer.eosId],
         pad_token_id: tokenizer.padId,
       }),
-    );
-    await fsyncDir(tmp);
-  } catch (err) {
-    await rm(tmp, { recursive: true, force: true }).catch(() => {});
-    throw err;
-  }
-  let replaced = false;
-  try {
-    await rename(target, old);
-    replaced = true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-      await rm(tmp, { recursive: true, force: true }).catch(() => {});
-      throw err;
-    }
-  }
-  try {
-    await rename(tmp, target);
-  } catch (err) {
-    if (replaced) await rename(old, target).catch(() => {});
-    await rm(tmp, { recursive: true, force: true }).catch(() => {});
-    throw err;
-  }
-  await fsyncDir(parent);
-  if (replaced) await rm(old, { recursive: true, force: true });
+    };
+  });
 }
 
 function field(cfg: Record<string, unknown>, key: string, dir: string): number {
