@@ -1,6 +1,11 @@
 /**
  * Puzzle engines: environment steps per second with uniformly random actions, and the
- * time to generate Sokoban levels (each re-verified by BFS against the knobs' window).
+ * time to generate Sokoban levels (each re-verified by BFS against the knobs' window); then the
+ * text tasks as the trial runner drives them (reset, parse, step, render), and the environment's
+ * share of one training iteration (target ≤ 5%): one short iteration of `mage train` (8 groups of
+ * 4 trials, 3 attempts) from the pretrained base named by MAGE_BENCH_PUZZLE_CHECKPOINT_<GAME>
+ * (e.g. MAGE_BENCH_PUZZLE_CHECKPOINT_SOKOBAN=runs/pretrained/…), timed by the iteration's own
+ * `env_ms` (time inside the tasks) against `rollout_ms + update_ms`.
  */
 import { Rng } from "../core/rng.js";
 import { newMinesweeper, revealCell } from "../games/minesweeper.js";
@@ -13,6 +18,8 @@ import {
   solve,
   stepMoves,
 } from "../games/sokoban/index.js";
+import { loadTask } from "../tasks/registry.js";
+import { unskilledBehaviour } from "../train/pretrain/corpus.js";
 
 function rate(n: number, ms: number): string {
   return `${Math.round((n / ms) * 1000).toLocaleString("en-US")}/s`;
@@ -110,9 +117,84 @@ function minesweeperSteps(budgetMs: number): void {
   console.log(`minesweeper resets: ${rate(n, performance.now() - t1)}`);
 }
 
+/** Steps/s through the text task (what an iteration calls): answers from the ε = 0.5 scripted player. */
+async function taskSteps(game: "sokoban" | "minesweeper", budgetMs: number): Promise<void> {
+  const def = await loadTask(game);
+  const player = unskilledBehaviour(game, { epsilon: 0.5, malformedRate: 0 });
+  const rng = Rng.seeded("bench-task-steps").derive(game);
+  let steps = 0;
+  let resets = 0;
+  let envMs = 0;
+  const t0 = performance.now();
+  while (performance.now() - t0 < budgetMs) {
+    const task = def.create({});
+    let t = performance.now();
+    await task.reset(rng.derive("task", resets));
+    envMs += performance.now() - t;
+    resets++;
+    for (let turn = 0; turn < def.maxTurns && !task.done; turn++) {
+      const answer = player.play(
+        [{ role: "user", content: `${task.compactObservation()}\nYour move?` }],
+        rng.derive("answer", resets, turn),
+      );
+      t = performance.now();
+      await task.step(answer);
+      envMs += performance.now() - t;
+      steps++;
+    }
+  }
+  console.log(
+    `${game} task steps (text answers, parse + step + render, resets included): ${rate(steps, envMs)} ` +
+      `(${steps} steps, ${resets} levels, ${(envMs / resets).toFixed(3)} ms of environment per level)`,
+  );
+}
+
+/** One short training iteration from a pretrained base: the environment's share of its wall time. */
+async function iterationShare(game: "sokoban" | "minesweeper"): Promise<void> {
+  const variable = `MAGE_BENCH_PUZZLE_CHECKPOINT_${game.toUpperCase()}`;
+  const checkpoint = process.env[variable];
+  if (!checkpoint) {
+    console.log(
+      `${game} environment share of an iteration: skipped (set ${variable}=DIR, a pretrained ${game} base)`,
+    );
+    return;
+  }
+  const { mkdtemp, rm } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { validateConfig } = await import("../train/config.js");
+  const { train } = await import("../train/trainer.js");
+  const out = await mkdtemp(join(tmpdir(), "mage-bench-puzzles-"));
+  try {
+    const config = validateConfig({
+      name: `bench-${game}`,
+      game,
+      model: { checkpoint },
+      rollout: { tasksPerIteration: 8, groupSize: 4 },
+      credit: { mode: "per-attempt" },
+      advantage: { scope: "task" },
+      optim: { lr: 3e-4 },
+      train: { iterations: 1, checkpointEvery: 1 },
+      eval: { every: 0, finalTrials: 1, transcriptsPerCell: 0 },
+    });
+    const { summary } = await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
+    const m = summary.history[0];
+    const total = m.rollout_ms + (m.update_ms ?? 0);
+    console.log(
+      `${game} one iteration (8 groups × 4 trials × 3 attempts): ${(total / 1000).toFixed(1)} s ` +
+        `(rollout ${(m.rollout_ms / 1000).toFixed(1)} s, update ${((m.update_ms ?? 0) / 1000).toFixed(1)} s); ` +
+        `environment ${m.env_ms.toFixed(0)} ms over ${m.env_steps} steps = ${((100 * m.env_ms) / total).toFixed(2)}% of the iteration (target ≤ 5%)`,
+    );
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}
+
 export async function run(): Promise<void> {
   const levels = sokobanGeneration(1000);
   sokobanSteps(levels, 1500, true);
   sokobanSteps(levels, 1500, false);
   minesweeperSteps(1500);
+  for (const game of ["sokoban", "minesweeper"] as const) await taskSteps(game, 1500);
+  for (const game of ["sokoban", "minesweeper"] as const) await iterationShare(game);
 }

@@ -3,7 +3,7 @@ import type { Policy, SamplingParams } from "../policy/types.js";
 import { type RunnerOptions, runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import { loadTask, type TaskDefinition } from "../tasks/registry.js";
-import type { PromptStyle, Seat } from "../tasks/types.js";
+import type { PromptStyle, Seat, TaskOptions } from "../tasks/types.js";
 import { HELD_OUT_SEED_RANGE } from "./evaluate.js";
 
 /**
@@ -18,18 +18,26 @@ import { HELD_OUT_SEED_RANGE } from "./evaluate.js";
  * illegal answer is the symbol "invalid"). The measure is the plug-in (empirical) Shannon entropy
  * in bits of the distribution of those sequences, and of the first action alone.
  *
+ * Puzzles (Sokoban, MineSweeper): one cell per held-out level (`PUZZLE_DIVERSITY_LEVELS`, 10),
+ * each level played `samples` / 10 times (at least 2); the measure is the mean over levels of the
+ * entropy of the distinct attempt-1 action sequences (lamer-reference §6, "reasonable
+ * reimplementation"); the cell's `level` is its task seed.
+ *
  * Move names are the task's own (Kuhn PASS/BET), not context words (check/fold): a policy that
  * always answers the same thing then has exactly 0 bits whatever the opponent does, so the
  * measure sees the agent's variety, not the opponent's.
  */
 
 export const DIVERSITY_FORMAT = "mage-diversity-v1";
-export type DiversityGame = "kuhn" | "tictactoe";
-export const DIVERSITY_GAMES: readonly DiversityGame[] = ["kuhn", "tictactoe"];
-export const DIVERSITY_DEFAULT_OPPONENTS: Readonly<Record<DiversityGame, string>> = {
+export type DiversityGame = "kuhn" | "tictactoe" | "sokoban" | "minesweeper";
+export const DIVERSITY_GAMES: readonly DiversityGame[] = ["kuhn", "tictactoe", "sokoban", "minesweeper"];
+/** The two-player games' default opponents (puzzles have none). */
+export const DIVERSITY_DEFAULT_OPPONENTS: Readonly<Partial<Record<DiversityGame, string>>> = {
   kuhn: "cfr",
   tictactoe: "mcts:100",
 };
+/** Held-out levels per puzzle diversity measurement. */
+export const PUZZLE_DIVERSITY_LEVELS = 10;
 export const DIVERSITY_DEFAULT_SAMPLES = 200;
 /** Plain sampling at temperature 1 with no truncation: the policy's own distribution. */
 export const DIVERSITY_SAMPLING: SamplingParams = {
@@ -62,10 +70,15 @@ export interface DiversityOptions {
   policyLabel?: string;
   maxBatch?: number;
   concurrency?: number;
+  /** Puzzles: difficulty knobs of the levels (`puzzleTaskOptions`). */
+  taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 
 export interface DiversityCell {
+  /** The agent's seat ("first" for the puzzles, which have no opponent). */
   seat: Seat;
+  /** Puzzles: the level's task seed. */
+  level?: number;
   /** The agent's Kuhn card; null for TicTacToe. */
   card: KuhnCardLetter | null;
   samples: number;
@@ -87,6 +100,7 @@ export interface DiversityResult {
   format: typeof DIVERSITY_FORMAT;
   policy: string;
   game: DiversityGame;
+  /** "none" for the puzzles. */
   opponent: string;
   samples: number;
   seed: number;
@@ -136,6 +150,7 @@ export function kuhnCardOf(compactObservation: string): KuhnCardLetter {
 interface CellPlan {
   seat: Seat;
   card: KuhnCardLetter | null;
+  level?: number;
   taskSeeds: number[];
 }
 
@@ -182,7 +197,8 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
     throw new RangeError(`diversity: game must be one of ${DIVERSITY_GAMES.join(", ")}, got ${opts.game}`);
   }
   const seed = opts.seed ?? 0;
-  const opponent = opts.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[opts.game];
+  const puzzle = opts.game === "sokoban" || opts.game === "minesweeper";
+  const opponent = puzzle ? "none" : (opts.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[opts.game] ?? "");
   const sampling = opts.sampling ?? DIVERSITY_SAMPLING;
   const promptStyle = opts.promptStyle ?? "compact";
   const task = await loadTask(opts.game);
@@ -200,6 +216,17 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
         });
       }
     }
+  } else if (puzzle) {
+    const perLevel = Math.max(2, Math.round(samples / PUZZLE_DIVERSITY_LEVELS));
+    for (let l = 0; l < PUZZLE_DIVERSITY_LEVELS; l++) {
+      const level = lo + root.derive("task-seed", l).int(hi - lo);
+      plans.push({
+        seat: "first",
+        card: null,
+        level,
+        taskSeeds: Array.from({ length: perLevel }, () => level),
+      });
+    }
   } else {
     const taskSeeds = Array.from(
       { length: samples },
@@ -209,10 +236,18 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
   }
 
   const specs: TrialSpec[] = [];
+  const cellOf: number[] = [];
   plans.forEach((plan, c) => {
-    plan.taskSeeds.forEach((taskSeed, i) => {
-      const trialId = c * samples + i;
-      specs.push({ trialId, groupId: trialId, taskSeed, opponent, seat: plan.seat });
+    plan.taskSeeds.forEach((taskSeed) => {
+      const trialId = specs.length;
+      cellOf.push(c);
+      specs.push({
+        trialId,
+        groupId: trialId,
+        taskSeed,
+        opponent: puzzle ? null : opponent,
+        seat: puzzle ? null : plan.seat,
+      });
     });
   });
   const runner: RunnerOptions = {
@@ -227,14 +262,17 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
   };
   const records = await runTrials(
     specs,
-    (s) => task.create({ opponent, seat: s.seat ?? "first", replayOpponent: false }),
+    (s) =>
+      puzzle
+        ? task.create({ ...(opts.taskOptions ?? {}) })
+        : task.create({ opponent, seat: s.seat ?? "first", replayOpponent: false }),
     policy,
     root,
     runner,
   );
 
   const cells: DiversityCell[] = plans.map((plan, c) => {
-    const mine = records.slice(c * samples, (c + 1) * samples);
+    const mine = records.filter((r) => cellOf[r.trialId] === c);
     const seqs = new Map<string, number>();
     const firsts = new Map<string, number>();
     let invalid = 0;
@@ -255,6 +293,7 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
     return {
       seat: plan.seat,
       card: plan.card,
+      ...(plan.level !== undefined ? { level: plan.level } : {}),
       samples: mine.length,
       entropyBits: entropyBits(seqs.values()),
       firstActionEntropyBits: entropyBits(firsts.values()),
@@ -305,7 +344,7 @@ export function formatDiversity(r: DiversityResult, top = 4): string {
   const lines = [
     `diversity of ${r.policy} on ${r.game} vs ${r.opponent}: ${r.samples} single-attempt games per cell, ` +
       `T ${r.sampling.temperature}, top-p ${r.sampling.topP}, top-k ${r.sampling.topK}, seed ${r.seed}`,
-    `${"seat".padEnd(7)}${"card".padEnd(5)}${"H(seq) bits".padEnd(13)}${"H(first) bits".padEnd(15)}${"distinct".padEnd(10)}${"invalid".padEnd(9)}most frequent sequences`,
+    `${(r.opponent === "none" ? "level" : "seat").padEnd(7)}${"card".padEnd(5)}${"H(seq) bits".padEnd(13)}${"H(first) bits".padEnd(15)}${"distinct".padEnd(10)}${"invalid".padEnd(9)}most frequent sequences`,
   ];
   for (const c of r.cells) {
     const common = Object.entries(c.distribution)
@@ -313,7 +352,7 @@ export function formatDiversity(r: DiversityResult, top = 4): string {
       .map(([k, v]) => `${k} ×${v}`)
       .join("; ");
     lines.push(
-      `${c.seat.padEnd(7)}${(c.card ?? "-").padEnd(5)}${f(c.entropyBits).padEnd(13)}${f(c.firstActionEntropyBits).padEnd(15)}` +
+      `${(c.level !== undefined ? `#${c.level}`.slice(0, 6) : c.seat).padEnd(7)}${(c.card ?? "-").padEnd(5)}${f(c.entropyBits).padEnd(13)}${f(c.firstActionEntropyBits).padEnd(15)}` +
         `${String(c.distinctSequences).padEnd(10)}${`${(100 * c.invalidRate).toFixed(1)}%`.padEnd(9)}${common}`,
     );
   }

@@ -3,13 +3,14 @@ import type { Policy, SamplingParams } from "../policy/types.js";
 import { type ContextOverflow, type RunnerOptions, runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
-import type { PromptStyle, ReflectionType } from "../tasks/types.js";
+import type { PromptStyle, ReflectionType, TaskOptions } from "../tasks/types.js";
 import { computeTrialMetrics, type TrialMetrics, type TrialOutcome } from "./metrics.js";
 
 /**
  * Evaluation protocol: for every cell (opponent × seat) play `trials` trials of `attempts`
  * attempts with group size 1, on task seeds from the held-out range [2^16, 2^32) (training
- * draws from [0, 2^16)), and report the measures of `metrics.ts` with 95% bootstrap intervals.
+ * draws from [0, 2^16); the puzzles' harder set from [2^32, 2^33)), and report the measures of
+ * `metrics.ts` with 95% bootstrap intervals.
  */
 export interface EvalCell {
   opponent: string | null;
@@ -34,6 +35,10 @@ export interface EvalOptions {
   replayOpponent?: boolean;
   /** When a trial outgrows the model's context: stop it (default) or drop the oldest attempts from the prompt. */
   contextOverflow?: ContextOverflow;
+  /** Puzzle difficulty knobs for the task constructor (`puzzleTaskOptions`). */
+  taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
+  /** Task seeds' range (default HELD_OUT_SEED_RANGE; the harder set uses HARDER_SEED_RANGE). */
+  seedRange?: readonly [number, number];
   /** Called with every finished trial as it ends (e.g. to append it to a JSONL file). */
   onTrial?: (trial: TrialRecord, cell: EvalCell) => void;
   /** Checked between generation batches; true stops the evaluation (see isRolloutStop). */
@@ -47,8 +52,21 @@ export interface CellResult {
   metrics: TrialMetrics;
 }
 
+/**
+ * Task seed ranges, half-open and pairwise disjoint: training [0, 2^16), evaluation
+ * [2^16, 2^32), the puzzles' harder held-out set [2^32, 2^33). A task instance is a pure function
+ * of (the runner's root key, task seed, knobs), and the roots differ too (training:
+ * `iteration/i/rollout`, evaluation: `eval`), so the ranges are a second, checkable wall.
+ */
 export const HELD_OUT_SEED_RANGE: readonly [number, number] = [0x10000, 0x100000000];
 export const TRAIN_SEED_RANGE: readonly [number, number] = [0, 0x10000];
+export const HARDER_SEED_RANGE: readonly [number, number] = [0x100000000, 0x200000000];
+
+/** The task seed of evaluation trial `i` (the same in every cell) in `range`. */
+export function evalTaskSeed(root: Rng, i: number, range: readonly [number, number]): number {
+  const [lo, hi] = range;
+  return lo + root.derive("task-seed", i).int(hi - lo);
+}
 
 export function toOutcome(t: TrialRecord): TrialOutcome {
   return { opponent: t.opponent, seat: t.seat, taskId: String(t.taskSeed), attempts: t.attempts };
@@ -59,14 +77,14 @@ export async function evaluate(
   o: EvalOptions,
 ): Promise<{ cells: CellResult[]; trials: TrialRecord[] }> {
   const root = Rng.seeded(o.seed).derive("eval");
-  const [lo, hi] = HELD_OUT_SEED_RANGE;
+  const range = o.seedRange ?? HELD_OUT_SEED_RANGE;
   const specs: TrialSpec[] = [];
   const cellOf = new Map<number, EvalCell>();
   o.cells.forEach((cell, c) => {
     for (let i = 0; i < o.trials; i++) {
       const trialId = c * o.trials + i;
       // The same task seeds in every cell, so cells differ only by opponent and seat.
-      const taskSeed = lo + root.derive("task-seed", i).int(hi - lo);
+      const taskSeed = evalTaskSeed(root, i, range);
       specs.push({ trialId, groupId: trialId, taskSeed, opponent: cell.opponent, seat: cell.seat });
       cellOf.set(trialId, cell);
     }
@@ -89,6 +107,7 @@ export async function evaluate(
         ...(s.opponent !== null ? { opponent: s.opponent } : {}),
         ...(s.seat !== null ? { seat: s.seat } : {}),
         replayOpponent: o.replayOpponent ?? false,
+        ...(o.taskOptions ?? {}),
       }),
     policy,
     root,

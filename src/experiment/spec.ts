@@ -77,6 +77,8 @@ export interface PlannedPretrain {
   seed: number;
   kernels: MageConfig["model"]["kernels"];
   settings: MageConfig["pretrain"];
+  /** Puzzles: the difficulty knobs the corpus is played at (`mage pretrain --knobs`), or null. */
+  knobs?: string | null;
 }
 
 export interface ExperimentPlan {
@@ -111,7 +113,7 @@ export function readExperiment(file: string): ExperimentSpec {
  * Settings added after the recipe they leave unchanged at these values: they enter the key only
  * when set to something else, so models pretrained before a setting existed keep their keys.
  */
-const KEYED_ONLY_WHEN_SET: Partial<Record<keyof PretrainSettings, unknown>> = { tacticalRate: 0 };
+const KEYED_ONLY_WHEN_SET: Partial<Record<keyof PretrainSettings, unknown>> = { tacticalRate: 0, epsilon: 1 };
 
 /**
  * A short stable tag of what makes two pretrained models identical: the resolved settings (the
@@ -125,8 +127,17 @@ export function pretrainKey(config: MageConfig): string {
       .filter(([k, v]) => v !== undefined && KEYED_ONLY_WHEN_SET[k as keyof PretrainSettings] !== v)
       .sort(([a], [b]) => a.localeCompare(b)),
   );
+  // The puzzles' difficulty knobs enter the key only when set (older keys stay valid).
+  const knobs = puzzleKnobs(config);
   const hash = createHash("sha256")
-    .update(JSON.stringify({ settings, contextLength: config.model.contextLength, recipe: PRETRAIN_RECIPE }))
+    .update(
+      JSON.stringify({
+        settings,
+        contextLength: config.model.contextLength,
+        recipe: PRETRAIN_RECIPE,
+        ...(knobs !== null ? { knobs } : {}),
+      }),
+    )
     .digest("hex")
     .slice(0, 8);
   return `${config.game}-${config.model.preset}-${hash}`;
@@ -179,6 +190,7 @@ export function planExperiment(
           seed,
           kernels: config.model.kernels,
           settings: config.pretrain,
+          knobs: puzzleKnobs(config),
         });
       }
       overrides.push(`model.checkpoint=${pretrainedDir}`);
@@ -198,6 +210,19 @@ export function planExperiment(
   return { spec, file, runs, pretrains: [...pretrains.values()], resultsDir };
 }
 
+/** The config's puzzle knobs as a YAML flow mapping (for `mage pretrain --knobs`), or null when none is set. */
+export function puzzleKnobs(config: MageConfig): string | null {
+  const k =
+    config.game === "sokoban"
+      ? config.task.sokoban
+      : config.game === "minesweeper"
+        ? config.task.minesweeper
+        : {};
+  const set = Object.entries(k).filter(([, v]) => v !== undefined);
+  if (set.length === 0) return null;
+  return `{${set.map(([key, v]) => `${key}: ${JSON.stringify(v)}`).join(", ")}}`;
+}
+
 /** The `mage pretrain` arguments that build `p` (the same model `mage train` would pretrain itself). */
 export function pretrainArgs(p: PlannedPretrain): string[] {
   const args = ["pretrain", "--game", p.game, "--preset", p.preset, "--seed", String(p.seed)];
@@ -211,6 +236,7 @@ export function pretrainArgs(p: PlannedPretrain): string[] {
     shards: "--shards",
     actionWeight: "--action-weight",
     tacticalRate: "--tactical-rate",
+    epsilon: "--epsilon",
   };
   for (const [key, value] of Object.entries(p.settings)) {
     if (value === undefined) continue;
@@ -218,5 +244,6 @@ export function pretrainArgs(p: PlannedPretrain): string[] {
     if (!f) throw new Error(`pretrain setting "${key}" has no mage pretrain flag`);
     args.push(f, String(value));
   }
+  if (p.knobs) args.push("--knobs", p.knobs);
   return args;
 }

@@ -23,6 +23,58 @@ const OpponentWeight = z
   })
   .strict();
 
+/**
+ * Sokoban difficulty knobs (`task.sokoban`), forwarded to the level generator and the task; unset
+ * fields keep the reference's 6×6 room, 2 boxes, solutions of 5..21 moves, 3 moves a turn, 30 moves.
+ */
+const SokobanKnobsConfig = z
+  .object({
+    /** [rows, cols] including the wall border. */
+    roomSize: z.tuple([z.number().int().min(4).max(12), z.number().int().min(4).max(12)]).optional(),
+    boxes: z.number().int().min(1).max(6).optional(),
+    /** Shortest solution of a level: at least this many moves … */
+    minSteps: z.number().int().min(0).optional(),
+    /** … and at most this many. */
+    maxSolSteps: z.number().int().min(1).optional(),
+    /** Reverse-play depth and BFS depth limit. */
+    searchDepth: z.number().int().min(1).optional(),
+    movesPerTurn: z.number().int().min(1).max(10).optional(),
+    /** Primitive moves per attempt. */
+    maxSteps: z.number().int().min(1).optional(),
+  })
+  .strict()
+  .superRefine((k, ctx) => {
+    if (k.minSteps !== undefined && k.maxSolSteps !== undefined && k.minSteps > k.maxSolSteps) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["minSteps"],
+        message: `must be at most maxSolSteps (${k.maxSolSteps}), got ${k.minSteps}`,
+      });
+    }
+  });
+
+/** MineSweeper difficulty knobs (`task.minesweeper`); unset fields keep the reference's 6×6 board with 3 mines. */
+const MinesweeperKnobsConfig = z
+  .object({
+    rows: z.number().int().min(2).max(16).optional(),
+    cols: z.number().int().min(2).max(16).optional(),
+    mines: z.number().int().min(1).optional(),
+  })
+  .strict()
+  .superRefine((k, ctx) => {
+    const cells = (k.rows ?? 6) * (k.cols ?? 6);
+    if (k.mines !== undefined && k.mines > cells - 2) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["mines"],
+        message: `must leave at least 2 safe cells on the ${k.rows ?? 6}x${k.cols ?? 6} board (at most ${cells - 2}), got ${k.mines}`,
+      });
+    }
+  });
+
+export type SokobanKnobsConfig = z.infer<typeof SokobanKnobsConfig>;
+export type MinesweeperKnobsConfig = z.infer<typeof MinesweeperKnobsConfig>;
+
 const EvalCell = z
   .object({
     opponent: z.string().min(1),
@@ -159,6 +211,8 @@ export const ConfigSchema = z
         actionWeight: z.number().int().min(1).max(255).optional(),
         /** Share of the corpus player's TicTacToe moves that take a one-move win or block (default 0). */
         tacticalRate: z.number().min(0).max(1).optional(),
+        /** Puzzles: share of the corpus player's moves that are random instead of the solver's. */
+        epsilon: z.number().min(0).max(1).optional(),
       })
       .strict()
       .prefault({}),
@@ -175,16 +229,22 @@ export const ConfigSchema = z
         replayOpponent: z.boolean().default(false),
         /** A prompt longer than the model's context: stop the trial, or drop the oldest earlier attempts. */
         contextOverflow: z.enum(["stop", "drop-oldest"]).default("stop"),
+        /** Sokoban difficulty (ignored by the other games). */
+        sokoban: SokobanKnobsConfig.prefault({}),
+        /** MineSweeper difficulty (ignored by the other games). */
+        minesweeper: MinesweeperKnobsConfig.prefault({}),
       })
       .strict()
       .prefault({}),
     population: z
       .object({
-        opponents: z.array(OpponentWeight).min(1),
+        /** The training opponents; two-player games need at least one, puzzles none. */
+        opponents: z.array(OpponentWeight).default([]),
         seats: z.enum(["first", "second", "mixed"]).default("mixed"),
         secondRatio: z.number().min(0).max(1).default(0.5),
       })
-      .strict(),
+      .strict()
+      .prefault({}),
     rollout: z
       .object({
         tasksPerIteration: z.number().int().positive().default(16),
@@ -270,7 +330,8 @@ export const ConfigSchema = z
           .object({
             attempts: z.number().int().min(1),
             trials: z.number().int().positive(),
-            cells: z.array(EvalCell).min(1),
+            /** Default: the run's evaluation cells (puzzles have one, with no opponent). */
+            cells: z.array(EvalCell).min(1).optional(),
             /**
              * More attempts than training used can outgrow the model's context; by default the
              * oldest attempts then leave the prompt, so the later attempts are played, not cut off.
@@ -280,11 +341,43 @@ export const ConfigSchema = z
           .strict()
           .nullable()
           .default(null),
+        /**
+         * The harder held-out set (puzzles; LaMer's generalisation test): after the final
+         * evaluation, `trials` trials on levels from HARDER_SEED_RANGE with these knobs laid over
+         * the training knobs (`task.sokoban` / `task.minesweeper`). null: skip.
+         */
+        harder: z
+          .object({
+            trials: z.number().int().positive(),
+            attempts: z.number().int().min(1).optional(),
+            sokoban: SokobanKnobsConfig.prefault({}),
+            minesweeper: MinesweeperKnobsConfig.prefault({}),
+          })
+          .strict()
+          .nullable()
+          .default(null),
       })
       .strict()
       .prefault({}),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    const twoPlayer = c.game === "tictactoe" || c.game === "kuhn";
+    if (twoPlayer && c.population.opponents.length === 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["population", "opponents"],
+        message: `${c.game} is a two-player game: list at least one training opponent`,
+      });
+    }
+    if (c.eval.harder !== null && twoPlayer) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["eval", "harder"],
+        message: `the harder held-out set is for the puzzles (sokoban, minesweeper), not ${c.game}`,
+      });
+    }
+  });
 
 export type MageConfig = z.infer<typeof ConfigSchema>;
 
@@ -365,6 +458,80 @@ export function readConfigFile(path: string): Record<string, unknown> {
 
 export function loadConfig(path: string, overrides: readonly string[] = []): MageConfig {
   return validateConfig(applyOverrides(readConfigFile(path), overrides), path);
+}
+
+/**
+ * Difficulty knobs written on a command line as a YAML flow mapping (`--knobs "{boxes: 3}"` or
+ * `--knobs "boxes: 3, roomSize: [7, 7]"`), checked by the config schema; a bad field is named.
+ */
+export function parseKnobsArg(
+  game: string,
+  text: string,
+  flag = "--knobs",
+): { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig } {
+  if (game !== "sokoban" && game !== "minesweeper")
+    throw new UsageError(`${flag} is for the puzzles (sokoban, minesweeper), not ${game}`);
+  let raw: unknown;
+  const body = text.trim().startsWith("{") ? text : `{${text}}`;
+  try {
+    raw = parseYaml(body);
+  } catch (err) {
+    throw new UsageError(`${flag} is not a YAML mapping: ${(err as Error).message}`);
+  }
+  const schema = game === "sokoban" ? SokobanKnobsConfig : MinesweeperKnobsConfig;
+  const result = schema.safeParse(raw);
+  if (!result.success) {
+    const fields = game === "sokoban" ? SOKOBAN_KNOB_FIELDS : MINESWEEPER_KNOB_FIELDS;
+    const lines = result.error.issues.map(
+      (i) => `  ${flag} ${i.path.length > 0 ? i.path.join(".") : "(mapping)"}: ${i.message}`,
+    );
+    throw new UsageError(`bad ${game} knobs:\n${lines.join("\n")}\nvalid fields: ${fields.join(", ")}`);
+  }
+  return game === "sokoban"
+    ? { sokoban: result.data as SokobanKnobsConfig }
+    : { minesweeper: result.data as MinesweeperKnobsConfig };
+}
+
+export const SOKOBAN_KNOB_FIELDS = [
+  "roomSize",
+  "boxes",
+  "minSteps",
+  "maxSolSteps",
+  "searchDepth",
+  "movesPerTurn",
+  "maxSteps",
+] as const;
+export const MINESWEEPER_KNOB_FIELDS = ["rows", "cols", "mines"] as const;
+
+/**
+ * The task constructor options a config's difficulty knobs give (`task.sokoban` /
+ * `task.minesweeper`, with `over` laid on top for the harder set); {} for two-player games.
+ */
+export function puzzleTaskOptions(
+  game: string,
+  task: { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig },
+  over: { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig } = {},
+): { knobs?: Record<string, unknown>; movesPerTurn?: number; maxSteps?: number } {
+  const defined = (o: object | undefined) =>
+    Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined));
+  if (game === "sokoban") {
+    const k = { ...defined(task.sokoban), ...defined(over.sokoban) } as SokobanKnobsConfig;
+    const knobs: Record<string, unknown> = {};
+    if (k.roomSize) knobs.roomSize = [k.roomSize[0], k.roomSize[1]];
+    if (k.boxes !== undefined) knobs.numBoxes = k.boxes;
+    if (k.minSteps !== undefined) knobs.minSteps = k.minSteps;
+    if (k.maxSolSteps !== undefined) knobs.maxSolSteps = k.maxSolSteps;
+    if (k.searchDepth !== undefined) knobs.searchDepth = k.searchDepth;
+    return {
+      knobs,
+      ...(k.movesPerTurn !== undefined ? { movesPerTurn: k.movesPerTurn } : {}),
+      ...(k.maxSteps !== undefined ? { maxSteps: k.maxSteps } : {}),
+    };
+  }
+  if (game === "minesweeper") {
+    return { knobs: { ...defined(task.minesweeper), ...defined(over.minesweeper) } };
+  }
+  return {};
 }
 
 export function configToYaml(config: MageConfig): string {

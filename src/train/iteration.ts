@@ -8,9 +8,10 @@ import { runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import { assignGroups } from "../tasks/population.js";
 import type { TaskDefinition } from "../tasks/registry.js";
+import { newEnvClock, timedTask } from "../tasks/timed.js";
 import { computeRowCredit } from "./advantage-pipeline.js";
 import { buildTokenBatchWith, rowsPerSequence, sliceTokenBatch } from "./batch.js";
-import type { MageConfig } from "./config.js";
+import { type MageConfig, puzzleTaskOptions } from "./config.js";
 
 /**
  * One training iteration: sample the population, roll out trials with the current policy,
@@ -87,14 +88,19 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
   const rng = Rng.seeded(config.seed).derive("iteration", iteration);
   const specs = iterationSpecs(config, rng, ctx.task.twoPlayer);
   const t0 = performance.now();
+  const clock = newEnvClock();
   const trials = await runTrials(
     specs,
     (s) =>
-      ctx.task.create({
-        ...(s.opponent !== null ? { opponent: s.opponent } : {}),
-        ...(s.seat !== null ? { seat: s.seat } : {}),
-        replayOpponent: config.task.replayOpponent,
-      }),
+      timedTask(
+        ctx.task.create({
+          ...(s.opponent !== null ? { opponent: s.opponent } : {}),
+          ...(s.seat !== null ? { seat: s.seat } : {}),
+          replayOpponent: config.task.replayOpponent,
+          ...puzzleTaskOptions(config.game, config.task),
+        }),
+        clock,
+      ),
     ctx.policy,
     rng.derive("rollout"),
     {
@@ -110,7 +116,13 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
     },
   );
   const rolloutMs = performance.now() - t0;
-  const metrics: Record<string, number> = { iteration, rollout_ms: rolloutMs };
+  // env_ms: wall time inside the tasks (reset, step, restart), a part of rollout_ms.
+  const metrics: Record<string, number> = {
+    iteration,
+    rollout_ms: rolloutMs,
+    env_ms: clock.ms,
+    env_steps: clock.steps,
+  };
   const rows = trials.flatMap((t) => t.rows);
 
   if (config.train.updates && rows.length > 0) {

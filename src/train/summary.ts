@@ -38,6 +38,8 @@ export interface RunSummary {
   finalEval: EvalSnapshot | null;
   /** The test-time scaling evaluation (`eval.scaling`), when configured and finished. */
   scalingEval?: EvalSnapshot | null;
+  /** The puzzles' harder held-out set (`eval.harder`), when configured and finished. */
+  harderEval?: EvalSnapshot | null;
 }
 
 export function writeSummary(path: string, summary: RunSummary): Promise<void> {

@@ -5,7 +5,7 @@ import { RoleBaselines } from "../algo/advantages.js";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { configDifferences } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
-import { type EvalCell, evaluate, formatBeforeAfter, formatCells } from "../evaluate/evaluate.js";
+import { type EvalCell, evaluate, formatBeforeAfter, formatCells, HARDER_SEED_RANGE } from "../evaluate/evaluate.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
 import { latestRunCheckpoint, loadCheckpoint, RUN_CHECKPOINTS_DIR } from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
@@ -14,7 +14,7 @@ import { type ContextOverflow, isRolloutStop } from "../rollout/runner.js";
 import type { TrialRecord } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import { embeddedBackend, type TrainBackend, torchBackend } from "./backend.js";
-import { configToYaml, type MageConfig, readConfigFile } from "./config.js";
+import { configToYaml, type MageConfig, puzzleTaskOptions, readConfigFile } from "./config.js";
 import { runIteration } from "./iteration.js";
 import { ProgressBar } from "./progress.js";
 import { collectRunMeta, type RunMeta } from "./run-meta.js";
@@ -233,10 +233,11 @@ async function trainWith(
     iteration: number,
     trials: number,
     onTrial?: (trial: TrialRecord) => void,
-    scaling?: { attempts: number; cells: EvalCell[]; contextOverflow: ContextOverflow },
+    scaling?: { attempts: number; cells?: EvalCell[]; contextOverflow: ContextOverflow },
     shouldStop?: () => boolean,
+    harder?: NonNullable<MageConfig["eval"]["harder"]>,
   ) => {
-    const attempts = scaling?.attempts ?? evalAttempts;
+    const attempts = scaling?.attempts ?? harder?.attempts ?? evalAttempts;
     const res = await evaluate(policy, {
       task,
       cells: scaling?.cells ?? cells,
@@ -248,6 +249,8 @@ async function trainWith(
       contextOverflow: scaling?.contextOverflow ?? config.task.contextOverflow,
       sampling: { ...config.eval.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
       seed: config.seed,
+      taskOptions: puzzleTaskOptions(config.game, config.task, harder ?? {}),
+      ...(harder ? { seedRange: HARDER_SEED_RANGE } : {}),
       ...(shouldStop ? { shouldStop } : {}),
       ...(onTrial ? { onTrial } : {}),
     });
@@ -302,6 +305,8 @@ async function trainWith(
         trainingOpponents: config.population.opponents.map((o) => o.spec),
         promptStyle: config.task.promptStyle,
         maxResponseTokens: config.rollout.maxResponseTokens,
+        // The puzzle difficulty it trained on, the default of `mage eval --checkpoint`.
+        taskKnobs: { sokoban: config.task.sokoban, minesweeper: config.task.minesweeper },
       },
     });
     await pruneCheckpoints(outDir, config.train.keepLast, best.iteration);
@@ -440,7 +445,20 @@ async function trainWith(
     }
     log(formatCells(scalingEval.cells));
   }
-  const summary = { ...summaryOf(finalEval, total), scalingEval };
+  let harderEval: EvalSnapshot | null = null;
+  const harder = config.eval.harder;
+  if (harder) {
+    log(
+      `harder held-out set: ${harder.trials} trials (${JSON.stringify(puzzleTaskOptions(config.game, config.task, harder))})`,
+    );
+    try {
+      harderEval = await runEval(total, harder.trials, undefined, undefined, opts.shouldStop, harder);
+    } catch (err) {
+      return stoppedInEval(err);
+    }
+    log(formatCells(harderEval.cells));
+  }
+  const summary = { ...summaryOf(finalEval, total), scalingEval, harderEval };
   await writeSummary(join(outDir, "summary.json"), summary);
   return { outDir, summary, stopped: false };
 }

@@ -14,17 +14,19 @@ import {
 import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { checkOpponentSpec } from "../../tasks/registry.js";
+import { puzzleTaskOptions } from "../../train/config.js";
 import { parseFlags } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
 
 const USAGE = [
-  "mage diversity (--checkpoint DIR | --policy SPEC) --game kuhn|tictactoe [--samples N] [--opponent SPEC]",
+  "mage diversity (--checkpoint DIR | --policy SPEC) --game kuhn|tictactoe|sokoban|minesweeper [--samples N] [--opponent SPEC]",
   "               [--temperature T] [--top-p P] [--top-k K] [--max-tokens N] [--style compact|full]",
   "               [--seed S] [--out FILE.json] [--json]",
   "  Entropy (bits) of the distribution of attempt-1 action sequences, N single-attempt games per cell",
   `  (default ${DIVERSITY_DEFAULT_SAMPLES}): Kuhn per agent seat and card (opponent default ${DIVERSITY_DEFAULT_OPPONENTS.kuhn}),`,
-  `  TicTacToe from the empty board, agent first (opponent default ${DIVERSITY_DEFAULT_OPPONENTS.tictactoe}).`,
+  `  TicTacToe from the empty board, agent first (opponent default ${DIVERSITY_DEFAULT_OPPONENTS.tictactoe});`,
+  "  puzzles: 10 held-out levels, each played N/10 times, with the knobs the checkpoint trained on.",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
 ].join("\n");
 
@@ -79,9 +81,10 @@ export const command: Command = {
       throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
     }
     let game = values.game;
-    if (game === undefined && values.checkpoint !== undefined) {
-      const meta = await readCheckpointMeta(values.checkpoint);
-      if (typeof meta.game === "string") game = meta.game;
+    let meta: Record<string, unknown> | null = null;
+    if (values.checkpoint !== undefined) {
+      meta = await readCheckpointMeta(values.checkpoint);
+      if (game === undefined && typeof meta.game === "string") game = meta.game;
     }
     if (game === undefined) {
       throw new UsageError(`--game is required; valid choices: ${DIVERSITY_GAMES.join(", ")}`);
@@ -92,8 +95,15 @@ export const command: Command = {
     const g = game as DiversityGame;
     const samples = num("samples", values.samples, DIVERSITY_DEFAULT_SAMPLES, "positive integer");
     const seed = num("seed", values.seed, 0, "integer");
+    const puzzle = g === "sokoban" || g === "minesweeper";
+    if (puzzle && values.opponent !== undefined)
+      throw new UsageError(`${g} is single-player and takes no --opponent`);
     const opponent = values.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[g];
-    checkOpponentSpec(g, opponent);
+    if (opponent !== undefined) checkOpponentSpec(g, opponent);
+    const knobs =
+      puzzle && meta?.taskKnobs && typeof meta.taskKnobs === "object"
+        ? puzzleTaskOptions(g, meta.taskKnobs as Parameters<typeof puzzleTaskOptions>[1])
+        : undefined;
     const style = values.style;
     if (style !== undefined && style !== "compact" && style !== "full") {
       throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
@@ -114,7 +124,8 @@ export const command: Command = {
       const result = await measureDiversity(opened.policy, {
         game: g,
         samples,
-        opponent,
+        ...(opponent !== undefined ? { opponent } : {}),
+        ...(knobs ? { taskOptions: knobs } : {}),
         sampling: { temperature, topP, topK, maxTokens, stop: [] },
         seed,
         // Compact prompts by default (the brief's protocol), whatever the backend prefers.

@@ -1,7 +1,7 @@
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
-import { type EvalCell, evaluate, formatCells } from "../../evaluate/evaluate.js";
+import { type EvalCell, evaluate, formatCells, HARDER_SEED_RANGE } from "../../evaluate/evaluate.js";
 import { openTorchCheckpoint } from "../../learner/torch/open-checkpoint.js";
 import { isTorchCheckpoint, readCheckpointMeta } from "../../model/checkpoint.js";
 import { type OpenedPolicy, openPolicy } from "../../policy/factory.js";
@@ -15,7 +15,13 @@ import {
 import { checkOpponentSpec, loadTask, TASK_NAMES, type TaskDefinition } from "../../tasks/registry.js";
 import { openRemoteTask } from "../../tasks/remote.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
-import { readConfigFile } from "../../train/config.js";
+import {
+  type MinesweeperKnobsConfig,
+  parseKnobsArg,
+  puzzleTaskOptions,
+  readConfigFile,
+  type SokobanKnobsConfig,
+} from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { parseFlags } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
@@ -25,10 +31,13 @@ const USAGE = [
   "mage eval (--checkpoint DIR | --policy SPEC) [--game G] --opponent SPEC[,SPEC...] [--seat first|second|both]",
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json]",
-  "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none]",
+  "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none] [--knobs YAML] [--harder]",
   "          [--game remote --env-url URL --env-name NAME [--env-config JSON]]",
   "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
   "          checkpoint trained on one remembers its server and environment",
+  '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 2" (sokoban) or "mines: 5" (minesweeper);',
+  "          default: the knobs the checkpoint trained with (else the reference's 6x6 levels)",
+  "  --harder: draw the levels from the harder set's seed range [2^32, 2^33) instead of [2^16, 2^32)",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
   "  --seen: the opponents the policy trained against, so results say seen or unseen. A checkpoint",
   "          records its pool and needs no flag; a served or GGUF model cannot tell, so without",
@@ -122,6 +131,8 @@ export const command: Command = {
         seed: { type: "string" },
         "context-overflow": { type: "string" },
         seen: { type: "string" },
+        knobs: { type: "string" },
+        harder: { type: "boolean" },
         out: { type: "string" },
         json: { type: "boolean" },
       },
@@ -225,6 +236,18 @@ export const command: Command = {
       const known = seen ?? new Set<string>();
       cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
     }
+    let taskOptions = {};
+    if (!task.twoPlayer) {
+      let knobs: { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig } = {};
+      if (values.knobs !== undefined) knobs = parseKnobsArg(game, values.knobs);
+      else if (checkpointDir !== undefined) {
+        meta ??= await readCheckpointMeta(checkpointDir);
+        if (meta.taskKnobs && typeof meta.taskKnobs === "object") knobs = meta.taskKnobs as typeof knobs;
+      }
+      taskOptions = puzzleTaskOptions(game, knobs);
+    } else if (values.knobs !== undefined || values.harder) {
+      throw new UsageError(`${game} takes no --knobs or --harder (puzzles only)`);
+    }
     const resolvedCheckpoint = checkpointDir === undefined ? undefined : await checkpointArg(checkpointDir);
     const spec = resolvedCheckpoint === undefined ? requested : `checkpoint:${resolvedCheckpoint}`;
     // A checkpoint of model.backend: torch plays through the PyTorch worker.
@@ -258,6 +281,8 @@ export const command: Command = {
             stop: [],
           },
           seed,
+          taskOptions,
+          ...(values.harder ? { seedRange: HARDER_SEED_RANGE } : {}),
           contextOverflow: overflow as ContextOverflow,
           concurrency: opened.kind === "embedded" || opened.kind === "torch" ? 1 : 8,
           onTrial: (t) =>

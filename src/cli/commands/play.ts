@@ -12,12 +12,15 @@ import { Rng } from "../../core/rng.js";
 import { TrialEnv } from "../../tasks/env.js";
 import { createTask, loadTask, TASKS } from "../../tasks/registry.js";
 import { PROMPT_STYLES, type PromptStyle, SEATS, type Seat } from "../../tasks/types.js";
+import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
 import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
   "mage play --game tictactoe|kuhn|sokoban|minesweeper [--opponent SPEC] [--seed S] [--seat first|second] " +
-  "[--attempts N] [--style full|compact] [--show-prompt]";
+  "[--attempts N] [--style full|compact] [--show-prompt] [--knobs YAML]\n" +
+  "  --style: the prompt style whose board text is shown (the presets train with compact)\n" +
+  '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 3" (sokoban) or "mines: 5" (minesweeper)';
 
 export interface PlayIo {
   input: Readable;
@@ -40,6 +43,7 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     attempts?: string;
     style?: string;
     "show-prompt"?: boolean;
+    knobs?: string;
   };
   try {
     ({ values } = parseArgs({
@@ -52,6 +56,7 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
         attempts: { type: "string" },
         style: { type: "string" },
         "show-prompt": { type: "boolean", default: false },
+        knobs: { type: "string" },
       },
       strict: true,
       allowPositionals: false,
@@ -73,7 +78,18 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     throw new UsageError(`--opponent: ${game} is a single-player puzzle and has no opponent`);
   }
   if (!def.twoPlayer && seat !== undefined) throw new UsageError(`--seat: ${game} is a single-player puzzle`);
-  const task = await createTask(game, def.twoPlayer ? { opponent: values.opponent, seat } : {});
+  if (def.twoPlayer && values.knobs !== undefined)
+    throw new UsageError(`--knobs: ${game} has no difficulty knobs (puzzles only)`);
+  const task = await createTask(
+    game,
+    def.twoPlayer
+      ? { opponent: values.opponent, seat }
+      : values.knobs !== undefined
+        ? puzzleTaskOptions(game, parseKnobsArg(game, values.knobs))
+        : {},
+  );
+  // The board text the agent sees in this prompt style.
+  const board = () => (style === "compact" ? task.compactObservation() : task.observation());
   const env = new TrialEnv(task, { style, reflectionType: "history_and_reflection" });
 
   const out = (s = "") => io.output.write(`${s}\n`);
@@ -110,7 +126,7 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
         if (values["show-prompt"]) {
           for (const m of env.messages("play")) out(`[${m.role}]\n${m.content}\n`);
         } else {
-          out(env.task.observation());
+          out(board());
         }
         const line = await ask(`Turn ${turn + 1}/${def.maxTurns} > `);
         if (line === null || line.toLowerCase() === "quit") {
@@ -132,7 +148,7 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
       const last = env.currentAttempt.turns[env.currentAttempt.turns.length - 1];
       const info = env.info();
       out();
-      out(env.task.observation());
+      out(board());
       if (env.done) out(last?.outcome ?? (info.won ? "You won." : "Game over."));
       else if (!quit) out("Out of turns.");
       out(`Attempt ${k + 1}: total reward ${fmt(reward)}, score ${fmt(info.score)}.`);

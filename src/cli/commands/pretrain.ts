@@ -8,6 +8,7 @@ import { expectChoice, UsageError } from "../../core/errors.js";
 import { formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { PRESET_NAMES } from "../../model/config.js";
 import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
+import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
 import { intFlag } from "../args.js";
@@ -16,7 +17,9 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
-  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--shards N] [--json]";
+  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--knobs YAML] [--shards N] [--json]\n" +
+  "  --epsilon: puzzles, share of the corpus player's moves that are random instead of the solver's\n" +
+  '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"';
 
 function numberFlag(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -44,6 +47,11 @@ export function formatPretrainReport(r: PretrainReport): string {
   const lines = [
     `mage pretrain --game ${r.game}: ${r.model.preset} model (${r.model.parameters} parameters, vocab ${r.tokenizer.vocabSize}), kernels ${r.kernels}`,
     `  corpus   ${r.corpus.trials} trials, ${r.corpus.tokens} tokens, ${r.corpus.playResponses} play answers (${r.corpus.malformed} malformed), ${r.corpus.reflections} reflections  [${sec(r.timings.corpusMs + r.timings.tokenizerMs)}]`,
+    ...(r.corpus.won !== undefined || r.corpus.wonFirst !== undefined
+      ? [
+          `  player   the scripted player won ${pct((r.corpus.won ?? 0) / r.corpus.trials)} of the corpus trials, ${pct((r.corpus.wonFirst ?? 0) / r.corpus.trials)} at attempt 1 (epsilon ${r.settings.epsilon})`,
+        ]
+      : []),
     `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [${sec(r.timings.sftMs)}]`,
   ];
   const e = r.evaluation;
@@ -96,6 +104,8 @@ export const command: Command = {
           shards: { type: "string" },
           "action-weight": { type: "string" },
           "tactical-rate": { type: "string" },
+          epsilon: { type: "string" },
+          knobs: { type: "string" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -127,6 +137,10 @@ export const command: Command = {
       lr: numberFlag("lr", str("lr")),
       initStd: numberFlag("init-std", str("init-std")),
       tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
+      epsilon: rateFlag("epsilon", str("epsilon")),
+      ...(str("knobs") !== undefined
+        ? { taskOptions: puzzleTaskOptions(game, parseKnobsArg(game, str("knobs")!)) }
+        : {}),
       contextLoss: values["answers-only"] ? false : undefined,
       progress: values.json ? null : process.stderr,
     });

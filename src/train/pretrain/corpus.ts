@@ -12,18 +12,26 @@
  *   (the card held, the moves made, the opponent's replies, how it ended, the result), never
  *   what would have been better.
  *
+ * The puzzles' player is deliberately imperfect instead (`epsilon`, issue 18): with
+ * probability 1 − ε a move comes from a solver — Sokoban: the next move of a BFS shortest
+ * solution of the current position, re-solved every turn; MineSweeper: a cell that the numbers
+ * prove safe, else a random closed cell not proven a mine — and with probability ε it is a
+ * random direction or a random closed cell. ε = 1 is the old random player.
+ *
  * Everything is keyed by the caller's `Rng`: the same seed gives the same corpus byte for byte.
  */
 import { expectChoice } from "../../core/errors.js";
 import type { Rng } from "../../core/rng.js";
 import { extractTag } from "../../core/tags.js";
 import { completingCells } from "../../evaluate/tictactoe-tactics.js";
+import { parseSokoban, type SokobanMove, solve } from "../../games/sokoban/index.js";
 import { lastUserMessage, ScriptedAgent, type ScriptedBehaviour } from "../../policy/scripted-agent.js";
 import type { ChatMessage, SamplingParams } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
 import { assignGroups, type PoolEntry } from "../../tasks/population.js";
 import { loadTask } from "../../tasks/registry.js";
+import type { TaskOptions } from "../../tasks/types.js";
 
 export const PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
 export type PretrainGame = (typeof PRETRAIN_GAMES)[number];
@@ -61,6 +69,9 @@ export interface CorpusTrial {
 }
 
 export interface CorpusStats {
+  /** Trials the scripted player won (in any attempt) and won at its first attempt. */
+  won?: number;
+  wonFirst?: number;
   trials: number;
   playResponses: number;
   malformed: number;
@@ -88,6 +99,10 @@ export interface CorpusOptions {
   pool?: readonly PoolEntry[] | null;
   /** Share of trials run with hindsight reflect prompts (default 0.5). */
   hindsightShare?: number;
+  /** Puzzles: share of the scripted player's moves that are random instead of the solver's (default 1). */
+  epsilon?: number;
+  /** Puzzles: difficulty knobs of the levels (`puzzleTaskOptions`). */
+  taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 
 /** The game name, or a UsageError listing the valid ones. */
@@ -179,9 +194,16 @@ interface GamePlayer {
   reflection(messages: readonly ChatMessage[], rng: Rng): string;
   /** The one-move tactical answers of the position (a win, else a block), when the game has any. */
   tactical?(messages: readonly ChatMessage[]): string[];
+  /** Puzzles: the ε-imperfect solver's answer (the tag content), or null when it has none. */
+  skilled?(messages: readonly ChatMessage[], rng: Rng, epsilon: number): string | null;
 }
 
-function playerBehaviour(p: GamePlayer, malformedRate: number, tacticalRate: number): ScriptedBehaviour {
+function playerBehaviour(
+  p: GamePlayer,
+  malformedRate: number,
+  tacticalRate: number,
+  epsilon = 1,
+): ScriptedBehaviour {
   const kinds = Object.keys(p.malformed);
   return {
     play(messages, rng) {
@@ -195,6 +217,10 @@ function playerBehaviour(p: GamePlayer, malformedRate: number, tacticalRate: num
       if (tacticalRate > 0 && p.tactical && rng.derive("tactical?").float() < tacticalRate) {
         const moves = p.tactical(messages);
         if (moves.length > 0) return `<action>${rng.derive("tactical").pick(moves)}</action>`;
+      }
+      if (epsilon < 1 && p.skilled) {
+        const answer = p.skilled(messages, rng.derive("skilled"), epsilon);
+        if (answer !== null) return `<action>${answer}</action>`;
       }
       return `<action>${rng.derive("move").pick(legal)}</action>`;
     },
@@ -344,6 +370,48 @@ const tictactoePlayer: GamePlayer = {
 // ---- Sokoban ----
 
 const DIRECTIONS = ["up", "down", "left", "right"];
+const SOKOBAN_ROW = /^[#_OX√PS]+$/u;
+
+/** The last board drawn in the prompt's last user message (compact rows of symbols). */
+export function sokobanBoardLines(text: string): string[] {
+  const lines = text.split("\n");
+  let end = -1;
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (SOKOBAN_ROW.test(lines[i])) {
+      end = i;
+      break;
+    }
+  }
+  if (end < 0) return [];
+  let start = end;
+  while (start > 0 && SOKOBAN_ROW.test(lines[start - 1])) start--;
+  return lines.slice(start, end + 1);
+}
+
+/** Up to `k` moves: the BFS solution's next moves, each replaced by a random direction with probability ε. */
+export function imperfectSokobanMoves(
+  board: readonly string[],
+  k: number,
+  rng: Rng,
+  epsilon: number,
+): SokobanMove[] | null {
+  let plan: readonly SokobanMove[] = [];
+  try {
+    const r = solve(parseSokoban(board), { maxDepth: 60, maxStates: 200_000 });
+    if (r.status === "solved") plan = r.moves;
+  } catch {
+    return null;
+  }
+  const n = Math.max(1, Math.min(k, plan.length || k));
+  const out: SokobanMove[] = [];
+  for (let i = 0; i < n; i++) {
+    const random = i >= plan.length || rng.derive("eps", i).float() < epsilon;
+    out.push(random ? (rng.derive("dir", i).pick(DIRECTIONS) as SokobanMove) : plan[i]);
+    // after a random move the rest of the plan no longer applies: stop the turn there
+    if (random && i < plan.length) break;
+  }
+  return out;
+}
 
 const sokobanPlayer: GamePlayer = {
   legal() {
@@ -364,6 +432,12 @@ const sokobanPlayer: GamePlayer = {
     "wrong-word": (_l, _m, rng) => `<action>${rng.pick(["north", "forward", "push", "west"])}</action>`,
     "too-many": (_l, _m, rng) =>
       `<action>${[0, 1, 2, 3].map(() => rng.pick(DIRECTIONS)).join(", ")}</action>`,
+  },
+  skilled(messages, rng, epsilon) {
+    const board = sokobanBoardLines(lastUserMessage(messages));
+    if (board.length === 0) return null;
+    const moves = imperfectSokobanMoves(board, 3, rng, epsilon);
+    return moves === null ? null : moves.join(", ");
   },
   reflection(messages, rng) {
     const view = attemptView(messages);
@@ -405,7 +479,73 @@ function minesweeperCells(rows: readonly string[], closed: boolean): string[] {
   return out;
 }
 
+/**
+ * The closed cells the numbers prove safe, and those they prove mines (0-based [r, c] as
+ * `r * cols + c`), by the two single-cell rules iterated to a fixed point: a number whose closed
+ * neighbours are as many as it says makes them all mines; a number with that many proven mines
+ * around it makes its other closed neighbours safe.
+ */
+export function minesweeperDeductions(rows: readonly string[]): { safe: number[]; mines: number[] } {
+  const R = rows.length;
+  const C = rows[0]?.length ?? 0;
+  const mine = new Set<number>();
+  const safe = new Set<number>();
+  const neighbours = (r: number, c: number) => {
+    const out: number[] = [];
+    for (let dr = -1; dr <= 1; dr++)
+      for (let dc = -1; dc <= 1; dc++) {
+        if (dr === 0 && dc === 0) continue;
+        const rr = r + dr;
+        const cc = c + dc;
+        if (rr >= 0 && rr < R && cc >= 0 && cc < C) out.push(rr * C + cc);
+      }
+    return out;
+  };
+  const closed = (i: number) => rows[Math.floor(i / C)][i % C] === "?";
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (let r = 0; r < R; r++)
+      for (let c = 0; c < C; c++) {
+        const ch = rows[r][c];
+        if (!/[1-8]/.test(ch)) continue;
+        const n = Number(ch);
+        const around = neighbours(r, c).filter(closed);
+        const known = around.filter((i) => mine.has(i)).length;
+        if (around.length === n) {
+          for (const i of around) {
+            if (mine.has(i)) continue;
+            mine.add(i);
+            changed = true;
+          }
+        } else if (known === n) {
+          for (const i of around) {
+            if (mine.has(i) || safe.has(i)) continue;
+            safe.add(i);
+            changed = true;
+          }
+        }
+      }
+  }
+  return { safe: [...safe].sort((a, b) => a - b), mines: [...mine].sort((a, b) => a - b) };
+}
+
 const minesweeperPlayer: GamePlayer = {
+  skilled(messages, rng, epsilon) {
+    const rows = minesweeperBoard(lastUserMessage(messages));
+    if (rows.length === 0) return null;
+    const C = rows[0].length;
+    const cell = (i: number) => `(${Math.floor(i / C) + 1}, ${(i % C) + 1})`;
+    const closed: number[] = [];
+    rows.forEach((row, r) => {
+      for (let c = 0; c < row.length; c++) if (row[c] === "?") closed.push(r * C + c);
+    });
+    if (closed.length === 0) return null;
+    if (rng.derive("eps").float() < epsilon) return cell(rng.derive("random").pick(closed));
+    const { safe, mines } = minesweeperDeductions(rows);
+    if (safe.length > 0) return cell(rng.derive("safe").pick(safe));
+    const guesses = closed.filter((i) => !mines.includes(i));
+    return cell(rng.derive("guess").pick(guesses.length > 0 ? guesses : closed));
+  },
   legal(messages) {
     const rows = minesweeperBoard(lastUserMessage(messages));
     if (rows.length === 0) throw new Error("scripted MineSweeper player: no board in the prompt");
@@ -451,14 +591,16 @@ const PLAYERS: Record<PretrainGame, GamePlayer> = {
  */
 export function unskilledBehaviour(
   game: string,
-  opts: { malformedRate?: number; tacticalRate?: number } = {},
+  opts: { malformedRate?: number; tacticalRate?: number; epsilon?: number } = {},
 ): ScriptedBehaviour {
   const rate = opts.malformedRate ?? 0.02;
   if (!(rate >= 0 && rate <= 1)) throw new RangeError(`malformedRate must be in [0, 1], got ${rate}`);
   const tactical = opts.tacticalRate ?? 0;
   if (!(tactical >= 0 && tactical <= 1))
     throw new RangeError(`tacticalRate must be in [0, 1], got ${tactical}`);
-  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical);
+  const epsilon = opts.epsilon ?? 1;
+  if (!(epsilon >= 0 && epsilon <= 1)) throw new RangeError(`epsilon must be in [0, 1], got ${epsilon}`);
+  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical, epsilon);
 }
 
 /** Names of the malformed-answer kinds of `game` (for tests and logs). */
@@ -521,10 +663,18 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
   const withHindsight = specs.map(() => hindsightRng.float() < hindsightShare);
   const agent = new ScriptedAgent(
     "unskilled",
-    unskilledBehaviour(game, { malformedRate: opts.malformedRate, tacticalRate: opts.tacticalRate }),
+    unskilledBehaviour(game, {
+      malformedRate: opts.malformedRate,
+      tacticalRate: opts.tacticalRate,
+      epsilon: opts.epsilon,
+    }),
   );
   const makeTask = (s: TrialSpec) =>
-    def.create(def.twoPlayer ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined } : {});
+    def.create(
+      def.twoPlayer
+        ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }
+        : (opts.taskOptions ?? {}),
+    );
   const records = new Map<number, TrialRecord>();
   for (const hindsight of [false, true]) {
     const part = specs.filter((_, i) => withHindsight[i] === hindsight);
@@ -546,6 +696,8 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
     const rec = records.get(s.trialId)!;
     const { messages, kinds } = trialTranscript(rec);
     stats.trials++;
+    if (rec.attempts.some((a) => a.won)) stats.won = (stats.won ?? 0) + 1;
+    if (rec.attempts[0]?.won) stats.wonFirst = (stats.wonFirst ?? 0) + 1;
     for (const k of kinds) {
       if (k === "reflection") stats.reflections++;
       else stats.playResponses++;

@@ -13,6 +13,7 @@
  *    The plug-in entropy of the sampled first answers is reported alongside as a cross-check
  *    (biased low for small samples).
  */
+
 import { Rng } from "../../core/rng.js";
 import { extractTag } from "../../core/tags.js";
 import { countTactics, type TacticsCount } from "../../evaluate/tictactoe-tactics.js";
@@ -27,7 +28,7 @@ import type { Row, TrialSpec } from "../../rollout/types.js";
 import { TrialEnv } from "../../tasks/env.js";
 import { assignGroups } from "../../tasks/population.js";
 import { loadTask } from "../../tasks/registry.js";
-import type { Seat } from "../../tasks/types.js";
+import type { Seat, TaskOptions } from "../../tasks/types.js";
 import { checkPretrainGame, DEFAULT_POOLS, type PretrainGame } from "./corpus.js";
 
 /** Sampling of the checks: temperature 1, no truncation. */
@@ -247,6 +248,8 @@ function sampledEntropy(game: PretrainGame, rows: readonly Row[]) {
 // the whole evaluation
 
 export interface EvaluateOptions {
+  /** Puzzles: difficulty knobs of the sampled trials' levels. */
+  taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
   game: string;
   /** The sampling policy under test (the embedded model). */
   policy: Policy;
@@ -280,7 +283,12 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
   }));
   const records = await runTrials(
     specs,
-    (s) => def.create(def.twoPlayer ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined } : {}),
+    (s) =>
+      def.create(
+        def.twoPlayer
+          ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }
+          : (opts.taskOptions ?? {}),
+      ),
     opts.policy,
     opts.rng.derive("run"),
     {

@@ -19,6 +19,7 @@ import { paramsToMap } from "../../model/params-io.js";
 import { trainTokenizer } from "../../model/tokenizer.js";
 import { EmbeddedPolicy } from "../../policy/embedded.js";
 import type { GenerateRequest, Generation, Policy } from "../../policy/types.js";
+import type { TaskOptions } from "../../tasks/types.js";
 import { ProgressBar } from "../progress.js";
 import { collectRunMeta, type RunMeta } from "../run-meta.js";
 import {
@@ -60,6 +61,11 @@ export interface PretrainSettings {
    */
   tacticalRate: number;
   /**
+   * Puzzles: share of the corpus player's moves that are random instead of the solver's
+   * (1: the random player; Kuhn and TicTacToe ignore it). Calibrated in docs/design.md.
+   */
+  epsilon: number;
+  /**
    * Each batch's gradient is computed in this many shards, one thread each (see sft-shards.ts).
    * The result depends on this count, not on how many cores run it.
    */
@@ -93,6 +99,7 @@ const SHARED_SETTINGS = {
   malformedRate: 0.02,
   actionWeight: 1,
   tacticalRate: 0,
+  epsilon: 1,
   shards: 2,
 } as const;
 
@@ -114,6 +121,8 @@ export interface PretrainOptions extends Partial<PretrainSettings> {
   progress?: NodeJS.WriteStream | null;
   /** Skip the sampled checks (tests of the training path only). */
   skipEvaluation?: boolean;
+  /** Puzzles: difficulty knobs of the corpus's and the checks' levels (`puzzleTaskOptions`). */
+  taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 
 export interface PretrainReport {
@@ -219,6 +228,8 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     throw new UsageError(`actionWeight must be an integer in [1, 255], got ${s.actionWeight}`);
   if (!(Number.isFinite(s.tacticalRate) && s.tacticalRate >= 0 && s.tacticalRate <= 1))
     throw new UsageError(`tacticalRate must be a number in [0, 1], got ${s.tacticalRate}`);
+  if (!(Number.isFinite(s.epsilon) && s.epsilon >= 0 && s.epsilon <= 1))
+    throw new UsageError(`epsilon must be a number in [0, 1], got ${s.epsilon}`);
   if (!(Number.isFinite(s.initStd) && s.initStd > 0))
     throw new UsageError(`initStd must be a number > 0, got ${s.initStd}`);
   if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
@@ -251,6 +262,8 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     rng: root.derive("corpus"),
     malformedRate: s.malformedRate,
     tacticalRate: s.tacticalRate,
+    epsilon: s.epsilon,
+    ...(opts.taskOptions ? { taskOptions: opts.taskOptions } : {}),
   });
   const corpusMs = performance.now() - t;
   cpu.corpusMs = lap();
@@ -379,6 +392,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
       kernels,
       rng: root.derive("eval"),
       trials: s.evalTrials,
+      ...(opts.taskOptions ? { taskOptions: opts.taskOptions } : {}),
     });
   }
   const evalMs = performance.now() - t;
