@@ -26,8 +26,9 @@ function plural(n: number, word: string): string {
 
 function opponentOf(r: TrialRecord): string {
   const parts: string[] = [];
-  if (r.opponent) parts.push(`vs ${r.opponent}`);
-  if (r.seat) parts.push(`agent ${r.seat}`);
+  // Puzzles have neither (older files write "none").
+  if (r.opponent && r.opponent !== "none") parts.push(`vs ${r.opponent}`);
+  if (r.seat && r.seat !== "none") parts.push(`agent ${r.seat}`);
   return parts.join(", ");
 }
 

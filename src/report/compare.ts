@@ -89,9 +89,11 @@ export function experimentGames(e: Experiment): ExperimentGame[] {
   });
 }
 
-export type EvalSource = "final" | "scaling";
+/** Which evaluation of a run: the final one, test-time scaling, or the puzzles' harder held-out set. */
+export type EvalSource = "final" | "scaling" | "harder";
 
 export function snapshotOf(r: LoadedSummary, source: EvalSource): EvalSnapshot | null {
+  if (source === "harder") return r.summary.harderEval ?? null;
   return (source === "final" ? r.summary.finalEval : r.summary.scalingEval) ?? null;
 }
 

@@ -12,6 +12,7 @@ import {
   type ExperimentGame,
   experimentGames,
   findMethod,
+  LAMER,
   MAGE,
   METHOD_DESCRIPTIONS,
   type MethodRuns,
@@ -93,8 +94,81 @@ function mean(xs: readonly number[]): number {
   return ok.length > 0 ? ok.reduce((a, b) => a + b, 0) / ok.length : Number.NaN;
 }
 
+const GAME_TITLES: Record<string, string> = {
+  kuhn: "Kuhn poker",
+  tictactoe: "TicTacToe",
+  sokoban: "Sokoban",
+  minesweeper: "MineSweeper",
+};
+
 function gameTitle(game: string): string {
-  return game === "kuhn" ? "Kuhn poker" : game === "tictactoe" ? "TicTacToe" : game;
+  return GAME_TITLES[game] ?? game;
+}
+
+/**
+ * Puzzles (issue 18): the harder held-out set (pass@k per method, LaMer − each method paired),
+ * and each method's wall-clock per training iteration with the share spent inside the
+ * environment (`env_ms` against `rollout_ms + update_ms`).
+ */
+function puzzleSection(ctx: Ctx, eg: ExperimentGame): void {
+  const cell: CellRef = { opponent: "none", seat: "none", unseen: true };
+  const harder = eg.methods.filter((m) => seedMetrics(m, "none", "none", "harder").length > 0);
+  ctx.out.push("### Harder held-out set", "");
+  if (harder.length === 0) {
+    ctx.out.push("Not run: no run has finished its harder-set evaluation (`eval.harder`).", "");
+  } else {
+    const first = harder[0].runs.find((r) => r.summary.harderEval)?.summary;
+    const knobs = first?.config.eval.harder;
+    const K = Math.max(...harder.flatMap((m) => m.runs.map((r) => r.summary.harderEval?.attempts ?? 0)));
+    const ks = Array.from({ length: K }, (_, i) => i + 1);
+    ctx.out.push(
+      `Levels from the harder seed range [2^32, 2^33), knobs ${knobs ? `\`${JSON.stringify(eg.game === "sokoban" ? knobs.sokoban : knobs.minesweeper)}\`` : "?"} ` +
+        `over the training ones, ${first?.harderEval?.trialsPerCell ?? "?"} trials per seed.`,
+      "",
+    );
+    const lamer = findMethod(eg.methods, LAMER);
+    const rows = harder.map((m) => [
+      m.name,
+      String(seedMetrics(m, "none", "none", "harder").length),
+      ...ks.map((k) => est(methodEstimate(ctx.bs, m, cell, `success@${k}`, "harder"), "rate")),
+      lamer && m !== lamer
+        ? est(pairedDifference(ctx.bs, lamer, m, cell, `success@${K}`, "harder"), "rate", true)
+        : DASH,
+    ]);
+    ctx.out.push(
+      table(["method", "seeds", ...ks.map((k) => `pass@${k}`), `LaMer − method, pass@${K}`], rows),
+      "",
+    );
+  }
+  const trained = eg.methods.filter((m) => m.runs.some((r) => r.summary.history.length > 0));
+  ctx.out.push("### Wall-clock per iteration", "");
+  if (trained.length === 0) {
+    ctx.out.push("No training iterations in these summaries.", "");
+    return;
+  }
+  const rows = trained.map((m) => {
+    const its = m.runs.flatMap((r) => r.summary.history);
+    const total = its.map((h) => (h.rollout_ms ?? 0) + (h.update_ms ?? 0));
+    const env = its.map((h) => h.env_ms);
+    const withEnv = its.filter((h) => Number.isFinite(h.env_ms));
+    const share =
+      withEnv.length > 0
+        ? withEnv.reduce((a, h) => a + h.env_ms, 0) /
+          withEnv.reduce((a, h) => a + (h.rollout_ms ?? 0) + (h.update_ms ?? 0), 0)
+        : Number.NaN;
+    return [
+      m.name,
+      String(its.length),
+      `${(mean(total) / 1000).toFixed(1)} s`,
+      `${(mean(its.map((h) => h.rollout_ms ?? Number.NaN)) / 1000).toFixed(1)} s`,
+      `${(mean(its.map((h) => h.update_ms ?? Number.NaN)) / 1000).toFixed(1)} s`,
+      Number.isFinite(share) ? `${(100 * share).toFixed(2)}% (${(mean(env) / 1000).toFixed(2)} s)` : DASH,
+    ];
+  });
+  ctx.out.push(
+    table(["method", "iterations", "per iteration", "rollout", "update", "in the environment"], rows),
+    "",
+  );
 }
 
 function methodAttempts(m: MethodRuns): number {
@@ -1035,6 +1109,7 @@ function experimentSection(ctx: Ctx, e: Experiment): void {
     }
     ablationSection(ctx, eg);
     scalingSection(ctx, eg);
+    if (eg.game === "sokoban" || eg.game === "minesweeper") puzzleSection(ctx, eg);
     diversitySection(ctx, e.diversity, eg.game);
     trainingCurves(ctx, eg);
   }
@@ -1084,7 +1159,7 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
   if (o.account?.trim()) out.push("## Account (hand-written)", "", o.account.trim(), "");
   if (games.has("kuhn")) referenceSection(o, out);
   for (const e of experiments) experimentSection(ctx, e);
-  for (const g of ["kuhn", "tictactoe"]) {
+  for (const g of ["kuhn", "tictactoe", "sokoban", "minesweeper"]) {
     if (!games.has(g)) out.push(`## ${gameTitle(g)}`, "", "Not run: no summaries of this game yet.", "");
   }
   const notes = [

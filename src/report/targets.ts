@@ -56,6 +56,14 @@ export const TICTACTOE_TARGETS = {
   rlSuccessMargin: 0.1,
 };
 
+/** Issue 18: LaMer against GiGPO on each puzzle (the paper reports +11 and +14 points pass@3). */
+export const PUZZLE_TARGETS = {
+  /** LaMer − GiGPO, pass@3 (success@3): at least 5 points, paired interval above 0. */
+  lamerOverGigpo: 0.05,
+};
+
+export const PUZZLE_GAMES: readonly string[] = ["sokoban", "minesweeper"];
+
 const EPS = 1e-9;
 
 /** Best possible chips per deal (the best response to the opponent) from the exact Kuhn calibration. */
@@ -399,6 +407,75 @@ function tictactoeTargets(
   return out;
 }
 
+/**
+ * The puzzle targets (issue 18), each on the single cell of a puzzle (no opponent): LaMer − GiGPO
+ * pass@3 ≥ +5 points with the paired interval above 0; LaMer's pass@3 − pass@1 larger than
+ * GiGPO's (paired interval of the difference above 0); LaMer above GiGPO on the harder set
+ * (pass@3, mean above 0, the interval reported beside).
+ */
+function puzzleTargets(
+  bs: HierarchicalBootstrap,
+  games: readonly ExperimentGame[],
+  game: string,
+): TargetLine[] {
+  const cell = { opponent: "none", seat: "none" };
+  const t1 = `LaMer − GiGPO, pass@3 on held-out levels: ≥ +${Math.round(100 * PUZZLE_TARGETS.lamerOverGigpo)} points, paired interval above 0`;
+  const t2 = "LaMer's pass@3 − pass@1 larger than GiGPO's: paired interval of the difference above 0";
+  const t3 = "LaMer above GiGPO on the harder held-out set (pass@3)";
+  // The experiment with the most LaMer seeds that also has GiGPO.
+  let main: ExperimentGame | null = null;
+  for (const g of games) {
+    if (g.game !== game) continue;
+    const l = findMethod(g.methods, LAMER);
+    if (!l || !findMethod(g.methods, "gigpo")) continue;
+    if (!main || l.runs.length > findMethod(main.methods, LAMER)!.runs.length) main = g;
+  }
+  if (!main) {
+    const why = `no ${game} summaries with both LaMer and GiGPO`;
+    return [notRun(game, t1, why), notRun(game, t2, why), notRun(game, t3, why)];
+  }
+  const lamer = findMethod(main.methods, LAMER)!;
+  const gigpo = findMethod(main.methods, "gigpo")!;
+  const out: TargetLine[] = [];
+  const d1 = pairedDifference(bs, lamer, gigpo, cell, "success@3");
+  out.push(
+    Number.isFinite(d1.mean)
+      ? line(
+          game,
+          t1,
+          `LaMer − GiGPO ${formatInterval(d1, "rate")}`,
+          clearlyAbove(d1, PUZZLE_TARGETS.lamerOverGigpo),
+        )
+      : notRun(game, t1, "no paired seeds with a final evaluation"),
+  );
+  const d2 = pairedDifference(bs, lamer, gigpo, cell, "success@3-success@1");
+  const g2l = methodEstimate(bs, lamer, cell, "success@3-success@1");
+  const g2g = methodEstimate(bs, gigpo, cell, "success@3-success@1");
+  out.push(
+    Number.isFinite(d2.mean)
+      ? line(
+          game,
+          t2,
+          `pass@3 − pass@1: LaMer ${formatInterval(g2l, "rate")}, GiGPO ${formatInterval(g2g, "rate")}; difference ${formatInterval(d2, "rate")}`,
+          clearlyAbove(d2),
+        )
+      : notRun(game, t2, "no paired seeds with a final evaluation"),
+  );
+  const d3 = pairedDifference(bs, lamer, gigpo, cell, "success@3", "harder");
+  if (!Number.isFinite(d3.mean))
+    out.push(notRun(game, t3, "no harder-set evaluation (harderEval) on paired seeds"));
+  else {
+    const above = d3.mean > EPS;
+    out.push(
+      line(game, t3, `LaMer − GiGPO ${formatInterval(d3, "rate")}`, {
+        verdict: above ? "met" : "missed",
+        ...(above && d3.lo <= EPS ? { note: "the mean is above 0; the paired interval is not" } : {}),
+      }),
+    );
+  }
+  return out;
+}
+
 export interface TargetInput {
   bootstrap: HierarchicalBootstrap;
   /** Every experiment's runs, per game. */
@@ -408,11 +485,12 @@ export interface TargetInput {
   kuhnBestPossible?: (opponent: string, seat: string) => number | undefined;
 }
 
-/** Every target of the results issue, Kuhn first, then TicTacToe. */
+/** Every target of the results issues: Kuhn, TicTacToe, then the puzzles (issue 18). */
 export function computeTargets(input: TargetInput): TargetLine[] {
   const best = input.kuhnBestPossible ?? kuhnBestPossible();
   return [
     ...kuhnTargets(input.bootstrap, input.games, input.diversity, best),
     ...tictactoeTargets(input.bootstrap, input.games, input.diversity),
+    ...PUZZLE_GAMES.flatMap((g) => puzzleTargets(input.bootstrap, input.games, g)),
   ];
 }

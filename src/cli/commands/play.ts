@@ -111,7 +111,8 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
       `Up to ${def.maxTurns} turns per attempt, ${attempts} attempt${attempts === 1 ? "" : "s"}. Type "quit" to stop.`,
     );
     out();
-    out(task.promptText().rules);
+    // The rules of the prompt style whose board is shown (compact boards carry no row numbers).
+    out(style === "compact" ? task.promptText().compactRules : task.promptText().rules);
     let quit = false;
     for (let k = 0; k < attempts && !quit; k++) {
       if (k > 0) {
