@@ -370,7 +370,7 @@ export const ConfigSchema = z
         message: `${c.game} is a two-player game: list at least one training opponent`,
       });
     }
-    if (c.eval.harder !== null && twoPlayer) {
+    if (c.eval.harder !== null && c.game !== "sokoban" && c.game !== "minesweeper") {
       ctx.addIssue({
         code: "custom",
         path: ["eval", "harder"],

@@ -5,7 +5,13 @@ import { RoleBaselines } from "../algo/advantages.js";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { configDifferences } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
-import { type EvalCell, evaluate, formatBeforeAfter, formatCells, HARDER_SEED_RANGE } from "../evaluate/evaluate.js";
+import {
+  type EvalCell,
+  evaluate,
+  formatBeforeAfter,
+  formatCells,
+  HARDER_SEED_RANGE,
+} from "../evaluate/evaluate.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
 import { latestRunCheckpoint, loadCheckpoint, RUN_CHECKPOINTS_DIR } from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
