@@ -3,7 +3,7 @@
     python -m mage_envs.textarena_server --port 8767
 
 Games (textarena 0.7.4, raw environments without wrappers, no network needed): TicTacToe-v0,
-KuhnPoker-v0 (a 3-round match), ConnectFour-v0. The observation is what TextArena sent the
+KuhnPoker-v0 (a match of `rounds` hands, 3 by default; TextArena's player 1 opens the first hand), ConnectFour-v0. The observation is what TextArena sent the
 agent since its previous move (the board, the opponent's move, round results), the rules are
 TextArena's own player prompt. An answer is mage's `<action>…</action>`; its content is handed
 to TextArena in TextArena's bracket form (`4` or `[4]` → `[4]`); an answer that is not one of
@@ -84,7 +84,8 @@ class TextArenaSession(Session):
         with _LOCK:
             saved = random.getstate()
             try:
-                env = ta.make(f"{self.game}-raw")
+                kwargs = {"max_rounds": int(args.config["rounds"])} if "rounds" in args.config else {}
+                env = ta.make(f"{self.game}-raw", **kwargs)
                 env.reset(num_players=2, seed=args.seed)
                 # TextArena's player prompt (the rules from this seat's side) is the agent's first message.
                 self.rules = "\n".join(
@@ -266,6 +267,14 @@ class TextArenaEnv(Environment):
             },
             "legalActions": True,
         }
+        if name == "KuhnPoker-v0":
+            self._desc["config"]["rounds"] = {
+                "type": "integer",
+                "min": 1,
+                "max": 10,
+                "default": 3,
+                "description": "hands in the match (TextArena's max_rounds); the starting player alternates, player 1 first",
+            }
 
     def describe(self) -> Json:
         return self._desc

@@ -79,3 +79,13 @@ def test_concurrent_sessions_keep_their_own_cards(client: Client) -> None:
 def test_unknown_game_lists_the_served_ones(client: Client) -> None:
     status, err = client.call("/create", {"env": "Chess-v0", "seed": 1})
     assert status == 400 and err["error"]["choices"] == sorted(GAMES)
+
+
+def test_a_one_hand_kuhn_match(client: Client) -> None:
+    for seed in range(6):
+        c = client.ok("/create", {"env": "KuhnPoker-v0", "seed": seed, "seat": "first", "config": {"rounds": 1}})
+        replies, _ = play(client, c["session"], c, last_legal)
+        assert len(replies) <= 2 and replies[-1]["done"]
+        assert "round 1 out of 1" in c["observation"]
+    status, err = client.call("/create", {"env": "KuhnPoker-v0", "seed": 1, "config": {"rounds": 0}})
+    assert status == 400 and err["error"]["field"] == "config.rounds"
