@@ -33,8 +33,8 @@ class Client:
 
 
 @contextmanager
-def running(envs: list[Environment]) -> Iterator[Client]:
-    server = EnvServer(("127.0.0.1", 0), envs, "test")
+def running(envs: list[Environment], ttl_seconds: float = 600) -> Iterator[Client]:
+    server = EnvServer(("127.0.0.1", 0), envs, "test", ttl_seconds)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

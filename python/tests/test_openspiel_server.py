@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+import time
+
 import pyspiel
 
 from mage_envs.openspiel_server import GAMES, CfrPolicies, Opponent, build_envs
@@ -141,3 +143,13 @@ def test_the_cfr_opponent_samples_the_cfr_average_policy() -> None:
         n = 4000
         calls = sum(opponent.act(state) for _ in range(n))  # replay off: a fresh draw each decision
         assert abs(calls / n - p_call) < 4 * (p_call * (1 - p_call) / n) ** 0.5 + 1e-9, (key, calls / n, p_call)
+
+
+def test_idle_sessions_expire() -> None:
+    with running(build_envs(["kuhn_poker"], []), ttl_seconds=0.3) as c:
+        assert c.ok("/info")["sessionTtlSeconds"] == 0.3
+        sid = c.ok("/create", {"env": "kuhn_poker", "seed": 1})["session"]
+        c.ok("/step", {"session": sid, "seq": 1, "action": "<action>Pass</action>"})
+        time.sleep(0.6)
+        status, err = c.call("/restart", {"session": sid, "seq": 2})
+        assert status == 404 and err["error"]["kind"] == "unknown_session"
