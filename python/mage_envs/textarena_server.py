@@ -77,10 +77,13 @@ class TextArenaSession(Session):
         self.game = env_def.name
         self.agent = 0 if args.seat == "first" else 1
         self.replay = bool(args.config.get("replayOpponent"))
+        self.env_def_rounds = int(args.config.get("rounds", 3))
         self.salt = json.dumps([self.game, args.seed, args.opponent, args.seat, args.config], sort_keys=True)
         self.opponent_seed = args.opponent_seed
         self.decisions = 0
         self.moves: list[str] = []
+        self.played: list[tuple[int, int, str]] = []  # (player, round, move), for the compact view
+        self.cards: dict[int, int] = {}  # the agent's card per round (Kuhn poker)
         with _LOCK:
             saved = random.getstate()
             try:
@@ -97,7 +100,7 @@ class TextArenaSession(Session):
                 self.random_state = random.getstate()
             finally:
                 random.setstate(saved)
-        self.initial = (copy.deepcopy(self.env), list(self.seen), self.random_state, list(self.moves))
+        self.initial = (copy.deepcopy(self.env), list(self.seen), self.random_state, list(self.moves), list(self.played), dict(self.cards))
         self.fingerprint = self._fingerprint()
 
     def _fingerprint(self) -> str:
@@ -129,6 +132,7 @@ class TextArenaSession(Session):
             move = rng.choice(legal_moves(self.game, self.env))
             replies.append(move)
             self.moves.append(move)
+            self._note(st.current_player_id, move)
             self.env.step(move)
         self.seen = self._drain()
 
@@ -151,10 +155,48 @@ class TextArenaSession(Session):
                 + (legal_moves(self.game, self.initial[0])[0] if not self.initial[0].state.done else "[0]")
                 + "</action>."
             ),
-            "compactRules": f"{self.game} (TextArena). Reply <action>[MOVE]</action> with an available move.",
+            "compactRules": (
+                "Kuhn poker (TextArena). Cards J<Q<K, ante 1. PASS = check/fold, BET = bet/call 1 chip. Both "
+                "check or a call: higher card wins. Reply <action>PASS</action> or <action>BET</action>."
+                if self.game == "KuhnPoker-v0"
+                else f"{self.game} (TextArena). Reply <action>[MOVE]</action> with an available move."
+            ),
             "compactAsk": "Your move?",
             "actionWord": "Move",
         }
+
+    def _note(self, player: int, move: str) -> None:
+        gs = self.env.state.game_state
+        rnd = int(gs.get("current_round", 0))
+        self.played.append((player, rnd, move))
+        if "player_cards" in gs:
+            self.cards[rnd] = int(gs["player_cards"][self.agent])
+
+    def _compact(self) -> str:
+        """A terse form for mage's compact prompts: Kuhn poker in mage's words (`Card: Q. Opp: PASS.`,
+        check/fold = PASS, bet/call = BET), TicTacToe's board on one line; else the observation."""
+        gs = self.env.state.game_state
+        if self.game == "KuhnPoker-v0":
+            rnd = int(gs["current_round"])
+            card = int(gs["player_cards"][self.agent])
+            if self.env.state.done and self.played:
+                # TextArena deals a fresh hand even after the last one: show the hand that was played.
+                rnd = self.played[-1][1]
+                card = self.cards[rnd]
+            parts = [f"Card: {'JQK'[card]}."]
+            if int(self.env_def_rounds) > 1:
+                parts.insert(0, f"Hand {min(rnd, self.env_def_rounds)} of {self.env_def_rounds}.")
+            hand = [(p, m) for p, r, m in self.played if r == rnd]
+            if not hand and not self.env.state.done and self.env.state.current_player_id == self.agent:
+                parts.append("You act first.")
+            for p, m in hand:
+                word = "BET" if m in ("[bet]", "[call]") else "PASS"
+                parts.append(f"{'You' if p == self.agent else 'Opp'}: {word}.")
+            return " ".join(parts)
+        if self.game == "TicTacToe-v0":
+            rows = [" ".join(c or "." for c in row) for row in gs["board"]]
+            return "Board: " + " / ".join(rows) + ". Moves: " + ", ".join(legal_moves(self.game, self.env)) + "."
+        return self._observation()
 
     def _observation(self) -> str:
         return "\n".join(self.seen) if self.seen else "(no new messages)"
@@ -167,6 +209,7 @@ class TextArenaSession(Session):
         return {
             "fingerprint": self.fingerprint,
             "observation": self._observation(),
+            "compactObservation": self._compact(),
             "legalActions": self._legal(),
             "toMove": None if done else "agent",
             "done": done,
@@ -178,7 +221,9 @@ class TextArenaSession(Session):
         return bool(self.env.state.done)
 
     def restart(self) -> None:
-        env, seen, rstate, moves = self.initial
+        env, seen, rstate, moves, played, cards = self.initial
+        self.played = list(played)
+        self.cards = dict(cards)
         self.env = copy.deepcopy(env)
         self.seen = list(seen)
         self.random_state = rstate
@@ -194,6 +239,7 @@ class TextArenaSession(Session):
                 reason = f'"{content[:60]}" is not an available move; available: {", ".join(legal)}'
             return {
                 "observation": self._observation(),
+                "compactObservation": self._compact(),
                 "reward": 0.0,
                 "done": False,
                 "won": False,
@@ -209,6 +255,7 @@ class TextArenaSession(Session):
 
         def play() -> None:
             self.moves.append(move)
+            self._note(self.agent, move)
             self.env.step(move)
             self._opponent_turns(replies)
 
@@ -217,6 +264,7 @@ class TextArenaSession(Session):
         done = bool(st.done)
         reply: Json = {
             "observation": self._observation(),
+            "compactObservation": self._compact(),
             "reward": 0.0,
             "done": done,
             "won": False,

@@ -4,6 +4,7 @@ from reaching TextArena, and keep concurrent sessions' cards apart."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 
@@ -87,5 +88,9 @@ def test_a_one_hand_kuhn_match(client: Client) -> None:
         replies, _ = play(client, c["session"], c, last_legal)
         assert len(replies) <= 2 and replies[-1]["done"]
         assert "round 1 out of 1" in c["observation"]
+        # the compact view speaks mage's Kuhn poker: the card, then PASS/BET per move of this hand
+        assert re.fullmatch(r"Card: [JQK]\.( You act first\.| Opp: (PASS|BET)\.)", c["compactObservation"])
+        end = replies[-1]["compactObservation"]
+        assert end.startswith(c["compactObservation"].replace(" You act first.", "")) and "You: " in end
     status, err = client.call("/create", {"env": "KuhnPoker-v0", "seed": 1, "config": {"rounds": 0}})
     assert status == 400 and err["error"]["field"] == "config.rounds"
