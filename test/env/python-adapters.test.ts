@@ -67,9 +67,12 @@ function legalPolicy(): Policy {
         let text: string;
         if (/reflect|remark/i.test(last)) text = "<remark>play differently</remark>";
         else {
-          const legal =
-            /Legal(?: actions)?: ([^\n]*?)\.(?:\n|$)/.exec(last)?.[1]?.split(", ") ??
-            [...last.matchAll(/'(\[[^\]]+\])'/g)].map((m) => m[1]);
+          // The legal list in the observation, else TextArena's quoted moves, else the answers the
+          // rules offer (TextArena Kuhn's compact rules: <action>PASS</action> or <action>BET</action>).
+          const rules = r.messages[0].content;
+          let legal = /Legal(?: actions)?: ([^\n]*?)\.(?:\n|$)/.exec(last)?.[1]?.split(", ") ?? [];
+          if (legal.length === 0) legal = [...last.matchAll(/'(\[[^\]]+\])'/g)].map((m) => m[1]);
+          if (legal.length === 0) legal = [...rules.matchAll(/<action>([^<]+)<\/action>/g)].map((m) => m[1]);
           text = `<action>${legal.length > 0 ? rng.pick(legal) : "?"}</action>`;
         }
         const tokenIds = Array.from(text, (c) => c.charCodeAt(0) % 200);
