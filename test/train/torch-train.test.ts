@@ -189,6 +189,30 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
     assertSameRun(killed, straight);
   });
 
+  it("Ctrl-C (SIGINT to the terminal's process group) stops after the iteration and checkpoints; the worker is not hit", async () => {
+    const outDir = join(root, "ctrl-c");
+    // Its own process group, like a shell job: the signal goes to the whole group.
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "src/cli/main.ts", "train", "--config", cfgPath, "--out", outDir, "--no-progress"],
+      { stdio: ["ignore", "ignore", "pipe"], detached: true },
+    );
+    let stderr = "";
+    child.stderr!.on("data", (d) => {
+      stderr += String(d);
+    });
+    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    await waitFor(() => metricsOf(outDir).length >= 1, 180_000);
+    process.kill(-child.pid!, "SIGINT");
+    const code = await exited;
+    assert.equal(code, 130, stderr);
+    assert.match(stderr, /stopped at iteration (\d+); checkpoint saved/);
+    const done = Number(/stopped at iteration (\d+)/.exec(stderr)![1]);
+    assert.equal(metricsOf(outDir).length, done);
+    assert.ok(existsSync(join(outDir, "checkpoints", `iter-${String(done).padStart(6, "0")}`, "learner")));
+    assert.doesNotMatch(stderr, /KeyboardInterrupt|learner worker/);
+  });
+
   it("a missing Python environment is a UsageError that says what to run", async () => {
     const bad = loadConfig(cfgPath, ["model.torch.python=/nowhere/bin/python"]);
     await assert.rejects(

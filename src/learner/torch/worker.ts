@@ -204,7 +204,14 @@ export class TorchWorker {
       server.listen(sock);
       this.server = server;
     });
-    const child = spawn(argv[0], argv.slice(1), { env: workerEnv, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own process group: a Ctrl-C in the terminal reaches mage (which stops after the current
+    // iteration and checkpoints), not the worker in the middle of a request. A trainer that dies
+    // closes the socket, and the worker exits at the end of its stream.
+    const child = spawn(argv[0], argv.slice(1), {
+      env: workerEnv,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
     this.child = child;
     const exited = new Promise<never>((_, reject) => {
       child.once("error", (err) =>
