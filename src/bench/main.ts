@@ -14,6 +14,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   sampling: () => import("./sampling.js"),
   serve: () => import("./serve.js"),
   torch: () => import("./torch.js"),
+  env: () => import("./env.js"),
 };
 
 async function main(): Promise<void> {

@@ -10,6 +10,8 @@
  * protocol requires is a `ProtocolError`; the user's mistakes the server reports (unknown
  * environment, bad config, seed or opponent) are `UsageError`s listing the server's choices.
  */
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
 import { backoffDelayMs, ConcurrencyLimiter, realSleep, type Sleep } from "../policy/retry.js";
@@ -65,6 +67,24 @@ export class SessionVanishedError extends EnvServerError {
   }
 }
 
+/**
+ * Protocol time of every client in this process: requests sent and the wall time during which at
+ * least one request was waiting for its reply (overlapping requests count once). Benchmarks read
+ * it to tell the protocol's share of a training iteration.
+ */
+export const ENV_CLIENT_TOTALS = { requests: 0, busyMs: 0 };
+let inFlightAll = 0;
+let busySince = 0;
+
+function requestStarted(): void {
+  if (inFlightAll++ === 0) busySince = performance.now();
+  ENV_CLIENT_TOTALS.requests++;
+}
+
+function requestEnded(): void {
+  if (--inFlightAll === 0) ENV_CLIENT_TOTALS.busyMs += performance.now() - busySince;
+}
+
 type Outcome =
   | { ok: true; body: unknown }
   | { ok: false; retryable: boolean; status?: number; error?: ErrorBody["error"]; cause: string };
@@ -79,6 +99,8 @@ export class EnvClient {
   private readonly sleep: Sleep;
   private readonly jitter = Rng.seeded("env-client-backoff");
   private infoCache: Promise<InfoReply> | undefined;
+  private readonly agent: HttpAgent;
+  private readonly httpsAgent: HttpsAgent;
   /** Requests sent, retries included (for tests and benchmarks). */
   requests = 0;
 
@@ -99,6 +121,9 @@ export class EnvClient {
     this.baseDelayMs = options.baseDelayMs ?? 100;
     this.maxDelayMs = options.maxDelayMs ?? 2000;
     this.sleep = options.sleep ?? realSleep;
+    // Idle keep-alive sockets do not hold the process open (a CLI run ends when its work does).
+    this.agent = new HttpAgent({ keepAlive: true, maxSockets: this.limiter.limit });
+    this.httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: this.limiter.limit });
     if (!(this.timeoutMs > 0)) throw new UsageError(`env.timeoutMs must be > 0, got ${this.timeoutMs}`);
     if (!Number.isInteger(this.retries) || this.retries < 0)
       throw new UsageError(`env.retries must be a non-negative integer, got ${this.retries}`);
@@ -196,43 +221,76 @@ export class EnvClient {
     );
   }
 
-  private async once(method: string, path: string, payload: string | undefined): Promise<Outcome> {
+  /**
+   * One HTTP exchange. node:http with a keep-alive agent rather than fetch: on loopback it is
+   * about three times faster per request (1.6 ms against 5.1 ms on the shared 2-core machine),
+   * and the protocol's requests are small and many.
+   */
+  private once(method: string, path: string, payload: string | undefined): Promise<Outcome> {
     this.requests++;
-    const ctrl = new AbortController();
-    const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
-    try {
-      const res = await fetch(this.url + path, {
-        method,
-        signal: ctrl.signal,
-        ...(payload !== undefined ? { body: payload, headers: { "content-type": "application/json" } } : {}),
-      });
-      const text = await res.text();
-      let json: unknown;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        // Nonsense is retried like a 5xx (the sequence numbers make that safe), then reported.
-        const shown = JSON.stringify(text.slice(0, 80));
-        return { ok: false, retryable: true, status: res.status, cause: `the reply is not JSON: ${shown}` };
-      }
-      if (res.status === 200) return { ok: true, body: json };
-      const error = parseErrorBody(json) ?? undefined;
-      const cause = error ? `${error.kind}: ${error.message}` : `body ${JSON.stringify(text.slice(0, 80))}`;
-      return {
-        ok: false,
-        retryable: res.status >= 500,
-        status: res.status,
-        ...(error ? { error } : {}),
-        cause,
+    requestStarted();
+    return new Promise<Outcome>((resolve) => {
+      let settled = false;
+      const done = (o: Outcome) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        requestEnded();
+        resolve(o);
       };
-    } catch (err) {
-      if (ctrl.signal.aborted)
-        return { ok: false, retryable: true, cause: `timed out after ${this.timeoutMs} ms` };
-      const e = err as Error & { cause?: { code?: string; message?: string } };
-      const detail = e.cause?.code ?? e.cause?.message ?? e.message;
-      return { ok: false, retryable: true, cause: `connection failed (${detail}); is the server running?` };
-    } finally {
-      clearTimeout(timer);
+      const url = new URL(this.url + path);
+      const headers: Record<string, string | number> = {};
+      if (payload !== undefined) {
+        headers["content-type"] = "application/json";
+        headers["content-length"] = Buffer.byteLength(payload);
+      }
+      const req = (url.protocol === "https:" ? httpsRequest : httpRequest)(
+        url,
+        { method, headers, agent: url.protocol === "https:" ? this.httpsAgent : this.agent },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("error", (err) => done(this.connectionFailure(err)));
+          res.on("end", () =>
+            done(this.outcome(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"))),
+          );
+        },
+      );
+      const timer = setTimeout(() => {
+        done({ ok: false, retryable: true, cause: `timed out after ${this.timeoutMs} ms` });
+        req.destroy();
+      }, this.timeoutMs);
+      req.on("error", (err) => done(this.connectionFailure(err)));
+      req.end(payload);
+    });
+  }
+
+  private connectionFailure(err: Error & { code?: string }): Outcome {
+    return {
+      ok: false,
+      retryable: true,
+      cause: `connection failed (${err.code ?? err.message}); is the server running?`,
+    };
+  }
+
+  private outcome(status: number, text: string): Outcome {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // Nonsense is retried like a 5xx (the sequence numbers make that safe), then reported.
+      const shown = JSON.stringify(text.slice(0, 80));
+      return { ok: false, retryable: true, status, cause: `the reply is not JSON: ${shown}` };
     }
+    if (status === 200) return { ok: true, body: json };
+    const error = parseErrorBody(json) ?? undefined;
+    const cause = error ? `${error.kind}: ${error.message}` : `body ${JSON.stringify(text.slice(0, 80))}`;
+    return { ok: false, retryable: status >= 500, status, ...(error ? { error } : {}), cause };
+  }
+
+  /** Closes the keep-alive connections (a client that is done; a new request opens new ones). */
+  destroy(): void {
+    this.agent.destroy();
+    this.httpsAgent.destroy();
   }
 }

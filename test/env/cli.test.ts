@@ -6,9 +6,10 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { startEnvServeFromArgs } from "../../src/cli/commands/env-serve.js";
 import { command as evalCommand } from "../../src/cli/commands/eval.js";
+import { command as replayCommand } from "../../src/cli/commands/replay.js";
 import { UsageError } from "../../src/core/errors.js";
-import { type EnvServerHandle, startEnvServer } from "../../src/env/server.js";
 import { readTrialLog } from "../../src/replay/read.js";
+import { type EnvServerHandle, startEnvServer } from "../../src/serve/env-server.js";
 import { loadConfig, validateConfig } from "../../src/train/config.js";
 import { train } from "../../src/train/trainer.js";
 import { runCommand } from "../cli/run-command.js";
@@ -77,6 +78,9 @@ describe("mage train and mage eval with game: remote", () => {
     assert.equal(log.records[0].memory?.task, "kuhn");
     assert.match(log.records[0].memory!.attempts[0].initialObservation, /Your card: (Jack|Queen|King)/);
     assert.equal(server.sessions, 0, "every session was closed");
+    const replay = await runCommand(replayCommand, [out, "--line", "1"]);
+    assert.equal(replay.code, 0, replay.err);
+    assert.match(replay.out, /Your card: (Jack|Queen|King)/);
 
     const ckpts = readdirSync(join(out, "checkpoints"));
     const evalOut = join(root, "eval.jsonl");

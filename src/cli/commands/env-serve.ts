@@ -1,10 +1,10 @@
 /**
  * `mage env-serve`: mage's engines (TicTacToe, Kuhn, Sokoban, MineSweeper) and their opponents
- * over the environment protocol `mage-env/1` (docs/env-protocol.md, src/env/server.ts). Loopback
+ * over the environment protocol `mage-env/1` (docs/env-protocol.md, src/serve/env-server.ts). Loopback
  * by default; SIGINT/SIGTERM stop it.
  */
 import { UsageError } from "../../core/errors.js";
-import { type EnvServerHandle, startEnvServer } from "../../env/server.js";
+import { type EnvServerHandle, startEnvServer } from "../../serve/env-server.js";
 import { intFlag, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 

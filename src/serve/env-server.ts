@@ -13,9 +13,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from "node:net";
 import { UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
-import { opponentKindsFor } from "../opponents/registry.js";
-import { createTask, loadTask, TASKS } from "../tasks/registry.js";
-import type { StepResult, TaskOptions, TextTask } from "../tasks/types.js";
 import {
   type ConfigField,
   checkEnvConfig,
@@ -26,7 +23,10 @@ import {
   PROTOCOL_VERSION,
   type StateReply,
   type StepReply,
-} from "./protocol.js";
+} from "../env/protocol.js";
+import { opponentKindsFor } from "../opponents/registry.js";
+import { createTask, loadTask, TASKS } from "../tasks/registry.js";
+import type { StepResult, TaskOptions, TextTask } from "../tasks/types.js";
 
 export interface EnvServerOptions {
   host?: string;
