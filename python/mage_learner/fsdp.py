@@ -60,6 +60,18 @@ def full_state(learner: Learner) -> tuple[dict[str, torch.Tensor], dict[str, Any
     return sd, osd
 
 
+def save_adapter(peft_model: torch.nn.Module, full: dict[str, torch.Tensor], out: Path) -> None:
+    """The adapter from FSDP's full state dict, in peft's layout. (peft's own save_pretrained
+    finds no adapter keys under FSDP: it matches them against the wrapped module's names.)"""
+    from safetensors.torch import save_file
+
+    adapter = {k.replace(".default.", "."): v.contiguous() for k, v in full.items() if "lora_" in k}
+    if not adapter:
+        raise ValueError("save: the LoRA model has no adapter tensors")
+    save_file(adapter, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
+    peft_model.peft_config["default"].save_pretrained(str(out))  # type: ignore[index, union-attr]
+
+
 def _saved_weights(learner: Learner, path: Path) -> dict[str, torch.Tensor]:
     """The saved policy as a state dict of the module save_pretrained was called on."""
     if learner.loaded.lora is not None:
@@ -93,8 +105,21 @@ def load_full_state(learner: Learner, path: Path) -> None:
         _load_into(learner, model, weights)
         learner.optimizer.load_state_dict(osd)
         return
+    from torch.distributed.fsdp import FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
-    with FSDP.summon_full_params(model, writeback=True, rank0_only=False):
-        _load_into(learner, model.module, weights)  # type: ignore[arg-type]
+    # Through FSDP's full state dict (clean names, every rank): the saved tensors replace the
+    # model's, adapter keys mapped back to their adapter name ("…lora_A.weight" → "…lora_A.default.weight").
+    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=True, rank0_only=False)):
+        full = model.state_dict()
+        for k in full:
+            src = k
+            if learner.loaded.lora is not None:
+                if "lora_" not in k:
+                    continue
+                src = k.replace(".default.", ".")
+            if src not in weights:
+                raise ValueError(f"restore: {path} has no tensor for {k}")
+            full[k] = weights[src].to(full[k].dtype)
+        model.load_state_dict(full)
     learner.optimizer.load_state_dict(FSDP.optim_state_dict_to_load(model, learner.optimizer, osd))

@@ -266,7 +266,12 @@ class Learner:
             tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.tmp-", dir=target.parent))
             try:
                 inner = unwrap(self.model)
-                inner.save_pretrained(str(tmp), state_dict=model_sd)  # type: ignore[operator]
+                if self.loaded.lora is not None and inner is not self.model:
+                    from .fsdp import save_adapter
+
+                    save_adapter(inner, model_sd, tmp)
+                else:
+                    inner.save_pretrained(str(tmp), state_dict=model_sd)  # type: ignore[operator]
                 self.loaded.tokenizer.save_pretrained(str(tmp))
                 torch.save(optim_sd, tmp / "optimizer.pt")
                 rng: dict[str, Any] = {"torch": torch.get_rng_state()}
