@@ -205,3 +205,44 @@ describe("torch run checkpoints", { skip: NO_WORKER }, () => {
     }
   });
 });
+
+describe("several processes", { skip: NO_WORKER }, () => {
+  it("model.torch.processes 2 starts the worker under torchrun (gloo on CPU); rank 0 answers for both", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-torch-ranks-"));
+    await saveTinyHf(join(root, "hf"), { seed: 9, contextLength: 128 });
+    const learner = await TorchLearner.open({
+      torch: TorchModelSchema.parse({ path: join(root, "hf"), processes: 2 }),
+      optimizer: OPT,
+      seed: 1,
+      reference: false,
+    });
+    try {
+      assert.equal(learner.worker.hello?.worldSize, 2);
+      const [gen] = await new TorchPolicy(learner).generate([
+        { messages: [{ role: "user", content: "hi" }], sampling: SAMPLING, seed: 3 },
+      ]);
+      assert.ok(gen.tokenIds.length > 0);
+      const [t] = await learner.render([
+        [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: gen.text, tokenIds: gen.tokenIds },
+        ],
+      ]);
+      const mask = new Uint8Array(t.ids.length);
+      for (let j = 0; j < gen.tokenIds.length; j++) mask[t.assistantSpans[0].start + j] = 1;
+      // Two sequences: one per rank.
+      const batch = { sequences: [Int32Array.from(t.ids), Int32Array.from(t.ids)], lossMask: [mask, mask] };
+      const lp = await learner.logprobs(batch);
+      const m = await learner.update(
+        batch,
+        { oldLogp: lp.logp, advantages: lp.logp.map(() => 1) },
+        { clipLow: 0.2, clipHigh: 0.2, dualClip: 3, entropyCoef: 0, klCoef: 0, klClamp: 10 },
+        { microBatchTokens: 64 },
+      );
+      assert.equal(m.step, 1);
+      assert.ok(Number.isFinite(m.gradNorm) && m.gradNorm > 0);
+    } finally {
+      await learner.close();
+    }
+  });
+});
