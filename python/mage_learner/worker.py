@@ -9,6 +9,7 @@ import argparse
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -191,10 +192,26 @@ def follow(worker: Worker) -> None:
         worker.handle(frame)
 
 
+def exit_with_launcher() -> None:
+    """Ends this process when its parent goes away. torchrun starts each rank in a session of its
+    own, so a launcher killed with SIGKILL would otherwise leave ranks > 0 waiting on a broadcast
+    until gloo's 30-minute timeout."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mage_learner.worker", description=__doc__)
     ap.add_argument("--connect", required=True, help="the trainer's Unix socket path")
     args = ap.parse_args(argv)
+    exit_with_launcher()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only, never the network
     from transformers.utils import logging as hf_logging
 

@@ -86,3 +86,40 @@ def test_two_ranks_equal_one_process(llama_dir: Path, tmp_path: Path) -> None:
     worst = max(float(np.abs(w1[k] - w2[k]).max()) for k in w1)
     print(f"fsdp 2 ranks vs 1: logp {np.abs(lp2['logp'] - lp1['logp']).max():.2e}, loss {abs(h2['loss'] - h1['loss']):.2e}, weights {worst:.2e}")
     assert worst < 1e-5, worst
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Field 4 (after the parenthesised command, which may hold spaces) is the parent pid.
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def test_ranks_exit_when_the_launcher_is_killed() -> None:
+    import signal
+    import time
+
+    cmd = torchrun() + ["--standalone", "--nproc-per-node", "2", "-m", "mage_learner.worker"]
+    env = {"MAGE_DIST_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    c = Client(cmd, env=env, timeout=240)
+    try:
+        assert c.call("hello", protocol=1)[0]["worldSize"] == 2
+        ranks = children_of(c.proc.pid)
+        assert len(ranks) == 2, ranks
+        os.kill(c.proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        alive = ranks
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [r for r in ranks if Path(f"/proc/{r}").exists() and "Z" not in (Path(f"/proc/{r}/stat").read_text().rsplit(")", 1)[1].split()[0])]
+        assert alive == [], f"ranks {alive} outlived their killed launcher"
+    finally:
+        c.close()
