@@ -12,6 +12,7 @@ import { readTrialLog } from "../../src/replay/read.js";
 import { type EnvServerHandle, startEnvServer } from "../../src/serve/env-server.js";
 import { loadConfig, validateConfig } from "../../src/train/config.js";
 import { train } from "../../src/train/trainer.js";
+import { RunIndex } from "../../src/web/runs.js";
 import { runCommand } from "../cli/run-command.js";
 import { saveRandomCheckpoint } from "../model/random-checkpoint.js";
 
@@ -78,6 +79,11 @@ describe("mage train and mage eval with game: remote", () => {
     assert.equal(log.records[0].memory?.task, "kuhn");
     assert.match(log.records[0].memory!.attempts[0].initialObservation, /Your card: (Jack|Queen|King)/);
     assert.equal(server.sessions, 0, "every session was closed");
+    const runs = new RunIndex([root]).scan();
+    const listed = runs.find((r) => r.runDir === out);
+    assert.equal(listed?.summary.game, "kuhn", "the dashboard lists the served run under its environment");
+    assert.equal(listed?.state, "finished");
+    assert.ok(listed?.logs.includes("transcripts"), "its trials can be replayed from the dashboard");
     const replay = await runCommand(replayCommand, [out, "--line", "1"]);
     assert.equal(replay.code, 0, replay.err);
     assert.match(replay.out, /Your card: (Jack|Queen|King)/);
