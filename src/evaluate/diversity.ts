@@ -342,7 +342,7 @@ function sortedCounts(m: Map<string, number>): Record<string, number> {
 export function formatDiversity(r: DiversityResult, top = 4): string {
   const f = (x: number) => x.toFixed(3);
   const lines = [
-    `diversity of ${r.policy} on ${r.game} vs ${r.opponent}: ${r.samples} single-attempt games per cell, ` +
+    `diversity of ${r.policy} on ${r.game}${r.opponent === "none" ? ` (${r.cells.length} held-out levels)` : ` vs ${r.opponent}`}: ${r.opponent === "none" ? (r.cells[0]?.samples ?? 0) : r.samples} single-attempt games per cell, ` +
       `T ${r.sampling.temperature}, top-p ${r.sampling.topP}, top-k ${r.sampling.topK}, seed ${r.seed}`,
     `${(r.opponent === "none" ? "level" : "seat").padEnd(7)}${"card".padEnd(5)}${"H(seq) bits".padEnd(13)}${"H(first) bits".padEnd(15)}${"distinct".padEnd(10)}${"invalid".padEnd(9)}most frequent sequences`,
   ];

@@ -16,7 +16,13 @@ import { UsageError } from "../core/errors.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
 import { baseConflict } from "./base-check.js";
 import { readFinalSummary } from "./plan-state.js";
-import { type ExperimentPlan, type PlannedPretrain, type PlannedRun, pretrainArgs } from "./spec.js";
+import {
+  type ExperimentPlan,
+  type PlannedPretrain,
+  type PlannedRun,
+  pretrainArgs,
+  puzzleKnobs,
+} from "./spec.js";
 import { checkNoStaleRuns } from "./stale.js";
 
 /**
@@ -246,10 +252,18 @@ async function runLocked(
   if (diversity) {
     const dir = join(plan.resultsDir, "diversity");
     mkdirSync(dir, { recursive: true });
-    const base = (game: string, checkpoint: string, maxTokens: number, seed: number) => {
+    const base = (
+      game: string,
+      checkpoint: string,
+      maxTokens: number,
+      seed: number,
+      knobs?: string | null,
+    ) => {
       const args = ["diversity", "--checkpoint", checkpoint, "--game", game, "--seed", String(seed)];
       args.push("--samples", String(diversity.samples), "--max-tokens", String(maxTokens));
       if (diversity.opponent) args.push("--opponent", diversity.opponent);
+      // Puzzles: the levels the grid trains on, for the pretrained base and the trained models alike.
+      if (knobs) args.push("--knobs", knobs);
       return args;
     };
     const seedsWithPretrain = plan.pretrains.map((p) => p.seed);
@@ -264,7 +278,7 @@ async function runLocked(
       jobs.push({
         id: `diversity ${p.game} pretrained s${p.seed}`,
         kind: "diversity",
-        args: [...base(p.game, p.dir, maxTokens, p.seed), "--out", out],
+        args: [...base(p.game, p.dir, maxTokens, p.seed, p.knobs), "--out", out],
         logFile: `${p.dir}.diversity.log`,
         deps: dep ? [dep] : [],
         state: "pending",
@@ -282,7 +296,12 @@ async function runLocked(
         args: () => {
           const ck = finalCheckpoint(run.runDir);
           if (!ck) return null;
-          return [...base(run.config.game, ck, run.config.rollout.maxResponseTokens, run.seed), "--out", out];
+          const knobs = puzzleKnobs(run.config);
+          return [
+            ...base(run.config.game, ck, run.config.rollout.maxResponseTokens, run.seed, knobs),
+            "--out",
+            out,
+          ];
         },
         logFile: join(run.runDir, "diversity.log"),
         deps: trainJob ? [trainJob] : [],

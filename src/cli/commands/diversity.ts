@@ -14,7 +14,7 @@ import {
 import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { checkOpponentSpec } from "../../tasks/registry.js";
-import { puzzleTaskOptions } from "../../train/config.js";
+import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
 import { parseFlags } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
@@ -26,7 +26,8 @@ const USAGE = [
   "  Entropy (bits) of the distribution of attempt-1 action sequences, N single-attempt games per cell",
   `  (default ${DIVERSITY_DEFAULT_SAMPLES}): Kuhn per agent seat and card (opponent default ${DIVERSITY_DEFAULT_OPPONENTS.kuhn}),`,
   `  TicTacToe from the empty board, agent first (opponent default ${DIVERSITY_DEFAULT_OPPONENTS.tictactoe});`,
-  "  puzzles: 10 held-out levels, each played N/10 times, with the knobs the checkpoint trained on.",
+  "  puzzles: 10 held-out levels, each played N/10 times, with the knobs the checkpoint trained on",
+  '  or --knobs YAML (e.g. "boxes: 1, maxSolSteps: 8").',
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
 ].join("\n");
 
@@ -72,6 +73,7 @@ export const command: Command = {
         "max-tokens": { type: "string" },
         style: { type: "string" },
         seed: { type: "string" },
+        knobs: { type: "string" },
         out: { type: "string" },
         json: { type: "boolean" },
       },
@@ -100,10 +102,14 @@ export const command: Command = {
       throw new UsageError(`${g} is single-player and takes no --opponent`);
     const opponent = values.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[g];
     if (opponent !== undefined) checkOpponentSpec(g, opponent);
-    const knobs =
-      puzzle && meta?.taskKnobs && typeof meta.taskKnobs === "object"
-        ? puzzleTaskOptions(g, meta.taskKnobs as Parameters<typeof puzzleTaskOptions>[1])
-        : undefined;
+    if (!puzzle && values.knobs !== undefined) throw new UsageError(`${g} takes no --knobs (puzzles only)`);
+    const knobs = !puzzle
+      ? undefined
+      : values.knobs !== undefined
+        ? puzzleTaskOptions(g, parseKnobsArg(g, values.knobs))
+        : meta?.taskKnobs && typeof meta.taskKnobs === "object"
+          ? puzzleTaskOptions(g, meta.taskKnobs as Parameters<typeof puzzleTaskOptions>[1])
+          : undefined;
     const style = values.style;
     if (style !== undefined && style !== "compact" && style !== "full") {
       throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
