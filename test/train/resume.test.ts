@@ -10,7 +10,7 @@ import { loadConfig } from "../../src/train/config.js";
 import { train } from "../../src/train/trainer.js";
 import { saveRandomCheckpoint } from "../model/random-checkpoint.js";
 
-const TIMING_KEYS = new Set(["rollout_ms", "update_ms", "wall_s"]);
+const TIMING_KEYS = new Set(["rollout_ms", "update_ms", "env_ms", "wall_s"]);
 
 function metricsWithoutTimes(dir: string): Record<string, number>[] {
   return readFileSync(join(dir, "metrics.jsonl"), "utf8")
