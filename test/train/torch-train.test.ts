@@ -16,7 +16,7 @@ import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
  * Llama: checkpoints, resume after kill -9 of the trainer, the worker killed mid-update, and
  * `mage eval --checkpoint` on the result.
  */
-const TIMING_KEYS = new Set(["rollout_ms", "update_ms", "wall_s"]);
+const TIMING_KEYS = new Set(["rollout_ms", "update_ms", "env_ms", "wall_s"]);
 
 function metricsOf(dir: string): Record<string, number>[] {
   const file = join(dir, "metrics.jsonl");
