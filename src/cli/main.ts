@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { UsageError } from "../core/errors.js";
+import { ExternalFailure, UsageError } from "../core/errors.js";
 import { COMMANDS } from "./commands/index.js";
 
 function help(): string {
@@ -38,8 +38,9 @@ export async function main(argv: string[]): Promise<number> {
       console.error(`mage ${name}: ${err.message}`);
       return err.exitCode;
     }
-    // The learner worker's failures say what happened and what to do; a stack trace adds nothing.
-    if (err instanceof Error && err.name === "TorchWorkerError") {
+    // The learner worker's and environment servers' failures say what happened and what to do; a
+    // stack trace adds nothing.
+    if (err instanceof ExternalFailure) {
       console.error(`mage ${name}: ${err.message}`);
       return 1;
     }

@@ -7,6 +7,12 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * A failure outside mage (the learner worker, an environment server) whose message already says
+ * what happened and what to do: the CLI prints the message alone, without a stack trace.
+ */
+export class ExternalFailure extends Error {}
+
 /** Throws a UsageError listing the valid choices when `value` is not one of them. */
 export function expectChoice<T extends string>(what: string, value: string, choices: readonly T[]): T {
   if ((choices as readonly string[]).includes(value)) return value as T;

@@ -12,7 +12,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { UsageError } from "../core/errors.js";
+import { ExternalFailure, UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
 import { backoffDelayMs, ConcurrencyLimiter, realSleep, type Sleep } from "../policy/retry.js";
 import {
@@ -48,7 +48,7 @@ export interface EnvClientOptions {
 export const ENV_CLIENT_DEFAULTS = { timeoutMs: 10_000, retries: 3, concurrency: 16 } as const;
 
 /** The server failed for good: retries used up, or it answered with a non-usage error. */
-export class EnvServerError extends Error {
+export class EnvServerError extends ExternalFailure {
   constructor(
     message: string,
     readonly status: number | undefined,

@@ -5,7 +5,7 @@
  * for the identical initial state and checks the server's fingerprint and observation against
  * the ones `/create` gave (a different state is an error, never silent play on another task).
  */
-import { UsageError } from "../core/errors.js";
+import { ExternalFailure, UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
 import { EnvClient, type EnvClientOptions } from "../env/client.js";
 import { checkEnvConfig, type EnvDescription, type Forfeit, type StateReply } from "../env/protocol.js";
@@ -26,7 +26,7 @@ export interface RemoteEnvSettings {
 }
 
 /** The restart of a session came back to another state than its creation. */
-export class RestartMismatchError extends Error {
+export class RestartMismatchError extends ExternalFailure {
   constructor(message: string) {
     super(message);
     this.name = "RestartMismatchError";

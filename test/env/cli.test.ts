@@ -126,6 +126,19 @@ describe("mage train and mage eval with game: remote", () => {
     );
   });
 
+  it("a server that is down is one clear line and exit code 1, without a stack trace", async () => {
+    const file = remoteConfig("down.yaml", "kuhn");
+    // Port 1 on loopback: nothing listens there, so every connection is refused.
+    writeFileSync(
+      file,
+      readFileSync(file, "utf8").replace(JSON.stringify(server.url), '"http://127.0.0.1:1"'),
+    );
+    const r = await mage(["train", "--config", file, "--out", join(root, "down")]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /is the server running\?/, r.stderr);
+    assert.doesNotMatch(r.stderr, /^\s+at /m, `a stack trace was printed:\n${r.stderr}`);
+  });
+
   it("a bad env config field, an out-of-range seed range or an unknown opponent is a UsageError", async () => {
     const cfg = (extra: string[]) => loadConfig(remoteConfig("over.yaml", "kuhn"), extra);
     await assert.rejects(

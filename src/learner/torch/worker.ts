@@ -16,7 +16,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { UsageError } from "../../core/errors.js";
+import { ExternalFailure, UsageError } from "../../core/errors.js";
 import { encodeFrame, type Frame, type FrameError, FrameReader, type WireArray } from "./frames.js";
 
 /** The protocol version this trainer speaks. */
@@ -32,7 +32,7 @@ const SETUP_HINT =
 export type WorkerErrorKind = "died" | "protocol" | "internal" | "timeout" | "start";
 
 /** A failure of the worker process or of a request it could not serve (not a usage mistake). */
-export class TorchWorkerError extends Error {
+export class TorchWorkerError extends ExternalFailure {
   constructor(
     readonly kind: WorkerErrorKind,
     message: string,
