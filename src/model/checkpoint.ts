@@ -399,19 +399,8 @@ async function swapIntoPlace(tmp: string, target: string, old: string): Promise<
 /** Atomically writes a checkpoint directory at `dir` (replacing an existing one). */
 export async function saveCheckpoint(dir: string, input: SaveCheckpointInput): Promise<void> {
   const list = validateInput(input);
-  const target = resolve(dir);
-  const parent = dirname(target);
-  await mkdir(parent, { recursive: true });
-  await recoverCheckpoint(target);
-
-  saveCounter += 1;
-  const tag = `${process.pid}-${Date.now()}-${saveCounter}`;
-  const tmp = join(parent, `.${basename(target)}.tmp-${tag}`);
-  const old = join(parent, `.${basename(target)}.old-${tag}`);
   const shapes = new Map(paramSpecs(input.config).map((s) => [s.name, s.shape]));
-
-  await mkdir(tmp);
-  try {
+  await writeDirAtomic(dir, async (tmp) => {
     const weights = new Map(
       list.map(([name, data]) => [name, { shape: shapes.get(name) ?? [data.length], data }] as const),
     );
@@ -420,20 +409,6 @@ export async function saveCheckpoint(dir: string, input: SaveCheckpointInput): P
       weights,
       { format: "mage", preset: input.preset ?? "" },
       { atomic: false },
-    );
-    await writeFileDurable(
-      join(tmp, CHECKPOINT_FILES.config),
-      jsonText({
-        format: CHECKPOINT_FORMAT,
-        formatVersion: CHECKPOINT_FORMAT_VERSION,
-        preset: input.preset ?? null,
-        model: input.config,
-      }),
-    );
-    await writeFileDurable(join(tmp, CHECKPOINT_FILES.tokenizer), input.tokenizer.toJsonString());
-    await writeFileDurable(
-      join(tmp, CHECKPOINT_FILES.tokenizerConfig),
-      jsonText(tokenizerConfigJson(input.config.contextLength)),
     );
     if (input.trainingState) {
       await writeSafetensors(
@@ -444,20 +419,22 @@ export async function saveCheckpoint(dir: string, input: SaveCheckpointInput): P
           atomic: false,
         },
       );
-      await writeFileDurable(
-        join(tmp, CHECKPOINT_FILES.trainingJson),
-        jsonText(input.trainingState.json ?? null),
-      );
     }
-    const meta = checkpointMeta(input.meta);
-    await writeFileDurable(join(tmp, CHECKPOINT_FILES.meta), jsonText(meta));
-    await fsyncDir(tmp);
-  } catch (err) {
-    await rm(tmp, { recursive: true, force: true }).catch(() => {});
-    throw err;
-  }
-
-  await swapIntoPlace(tmp, target, old);
+    return {
+      [CHECKPOINT_FILES.config]: jsonText({
+        format: CHECKPOINT_FORMAT,
+        formatVersion: CHECKPOINT_FORMAT_VERSION,
+        preset: input.preset ?? null,
+        model: input.config,
+      }),
+      [CHECKPOINT_FILES.tokenizer]: input.tokenizer.toJsonString(),
+      [CHECKPOINT_FILES.tokenizerConfig]: jsonText(tokenizerConfigJson(input.config.contextLength)),
+      ...(input.trainingState
+        ? { [CHECKPOINT_FILES.trainingJson]: jsonText(input.trainingState.json ?? null) }
+        : {}),
+      [CHECKPOINT_FILES.meta]: input.meta ?? {},
+    };
+  });
 }
 
 // ---- load -----------------------------------------------------------------------------------
