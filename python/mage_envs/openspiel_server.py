@@ -35,7 +35,7 @@ from typing import Any, Callable
 import pyspiel
 from open_spiel.python.algorithms import cfr
 
-from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, normalise, serve
+from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step, normalise, serve
 
 GAMES = ("kuhn_poker", "leduc_poker", "tic_tac_toe", "connect_four", "liars_dice")
 POKER = ("kuhn_poker", "leduc_poker")
@@ -370,20 +370,7 @@ class OpenSpielSession(Session):
         if content is None or normalise(content) not in by_key:
             if content is not None:
                 reason = f'"{content[:60]}" is not a legal action; legal: {", ".join(names)}'
-            return {
-                "observation": self._observation(s),
-                "compactObservation": self._compact(s),
-                "reward": 0.0,
-                "done": False,
-                "won": False,
-                "valid": False,
-                "invalidReason": reason,
-                "action": content or "",
-                "feedback": f"Invalid: {reason}",
-                "legalActions": list(names),
-                "toMove": "agent",
-                "forfeit": self._forfeit(s),
-            }
+            return invalid_step(self._observation(s), self._compact(s), reason, content, list(names), self._forfeit(s))
         name, action = by_key[normalise(content)]
         self._record(s, self.agent, action)
         s.apply_action(action)

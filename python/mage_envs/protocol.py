@@ -105,6 +105,24 @@ def action_content(response: str) -> tuple[str | None, str]:
     return content, ""
 
 
+def invalid_step(observation: str, compact: str, reason: str, content: str | None, legal: list[str], forfeit: Json | None) -> Json:
+    """The /step reply to an answer that is not a legal action: nothing is played, the agent moves again."""
+    return {
+        "observation": observation,
+        "compactObservation": compact,
+        "reward": 0.0,
+        "done": False,
+        "won": False,
+        "valid": False,
+        "invalidReason": reason,
+        "action": content or "",
+        "feedback": f"Invalid: {reason}",
+        "legalActions": legal,
+        "toMove": "agent",
+        "forfeit": forfeit,
+    }
+
+
 def normalise(name: str) -> str:
     """Case- and whitespace-insensitive key for matching an answer against action names."""
     return re.sub(r"\s+", "", name).lower()

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import textarena as ta
 
-from .protocol import U32_MAX, CreateArgs, Environment, Json, Session, action_content, fingerprint, serve
+from .protocol import U32_MAX, CreateArgs, Environment, Json, Session, action_content, fingerprint, invalid_step, serve
 
 GAMES = ("TicTacToe-v0", "KuhnPoker-v0", "ConnectFour-v0")
 MAX_TURNS = {"TicTacToe-v0": 7, "KuhnPoker-v0": 8, "ConnectFour-v0": 25}
@@ -237,20 +237,7 @@ class TextArenaSession(Session):
         if move is None:
             if content is not None:
                 reason = f'"{content[:60]}" is not an available move; available: {", ".join(legal)}'
-            return {
-                "observation": self._observation(),
-                "compactObservation": self._compact(),
-                "reward": 0.0,
-                "done": False,
-                "won": False,
-                "valid": False,
-                "invalidReason": reason,
-                "action": content or "",
-                "feedback": f"Invalid: {reason}",
-                "legalActions": legal,
-                "toMove": "agent",
-                "forfeit": {"reward": -1.0, "score": -1.0},
-            }
+            return invalid_step(self._observation(), self._compact(), reason, content, legal, {"reward": -1.0, "score": -1.0})
         replies: list[str] = []
 
         def play() -> None:
