@@ -265,6 +265,18 @@ export async function listCheckpoints(parent: string): Promise<string[]> {
   } catch {
     return [];
   }
+  // A save killed between its two renames left only `.NAME.old-…`: restore NAME before listing,
+  // or a resumed run would start from an older checkpoint than the newest one it saved.
+  const present = new Set(names);
+  const interrupted = new Set<string>();
+  for (const n of names) {
+    const m = /^\.(.+)\.old-\d+-\d+-\d+$/.exec(n);
+    if (m && !present.has(m[1])) interrupted.add(m[1]);
+  }
+  for (const name of interrupted) {
+    await recoverCheckpoint(join(parent, name));
+    if (await exists(join(parent, name))) names.push(name);
+  }
   const out: string[] = [];
   for (const name of names.sort()) if (await isCheckpointDir(join(parent, name))) out.push(name);
   return out;
