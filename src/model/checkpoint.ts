@@ -227,7 +227,7 @@ async function leftovers(target: string): Promise<Leftover[]> {
   return out;
 }
 
-async function exists(path: string): Promise<boolean> {
+export async function exists(path: string): Promise<boolean> {
   try {
     await stat(path);
     return true;

@@ -23,7 +23,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
 import { tokenizerConfigJson } from "./chat-template.js";
-import { writeDirAtomic } from "./checkpoint.js";
+import { exists, writeDirAtomic } from "./checkpoint.js";
 import { type ModelConfig, paramSpecs, validateModelConfig } from "./config.js";
 import { readSafetensors, writeSafetensors } from "./safetensors.js";
 import { Tokenizer } from "./tokenizer.js";
@@ -156,15 +156,6 @@ export function hfTensors(
     out.set(hfTensorName(spec.name), { shape: [...spec.shape], data });
   }
   return out;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** An existing --out may be replaced only when it is empty or an earlier export. */
