@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
 import { describe, it } from "node:test";
+import { penalisedScore } from "../../src/algo/penalties.js";
 import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import { measureDiversity } from "../../src/evaluate/diversity.js";
@@ -63,6 +64,27 @@ describe("puzzle presets", () => {
         if (method === "mage") assert.equal(c.credit.mode, "differential");
         if (method === "lamer") assert.equal(c.credit.mode, "per-attempt");
         assert.equal(c.train.updates, method !== "zeroshot" && method !== "reflexion");
+      }
+    }
+  });
+
+  it("no preset pays a well-formed answer or reflection less than a broken one", () => {
+    // Reflections run to ~30 tokens; a length ramp from maxResponseTokens/2 once made a valid
+    // 32-token reflection cost more than an invalid 10-token one, and LaMer learned to break them.
+    for (const game of GAMES) {
+      for (const method of METHODS) {
+        const c = loadConfig(`configs/${game}-${method}.yaml`);
+        const opts = {
+          invalidActionCoef: c.penalties.invalidAction,
+          lengthCoef: c.penalties.length,
+          maxResponseTokens: c.rollout.maxResponseTokens,
+        };
+        const brokenShort = penalisedScore(0, false, 8, opts);
+        for (let n = 1; n < c.rollout.maxResponseTokens; n++)
+          assert.ok(
+            penalisedScore(0, true, n, opts) > brokenShort,
+            `${game}-${method}: a valid ${n}-token answer scores no better than a broken 8-token one`,
+          );
       }
     }
   });
