@@ -303,9 +303,13 @@ export async function runTrials(
       const runBatch = async (all: LiveTrial[]): Promise<void> => {
         const batch: LiveTrial[] = [];
         const requests: GenerateRequest[] = [];
-        for (const t of all) {
-          let req = callOf(t);
-          let tooLong = (await policy.contextError?.(req)) ?? null;
+        // Checked together so that a policy whose check is a round trip (the torch worker's
+        // render) can answer the whole batch with one request.
+        const first = all.map(callOf);
+        const firstErrors = await Promise.all(first.map((r) => policy.contextError?.(r) ?? null));
+        for (const [k, t] of all.entries()) {
+          let req = first[k];
+          let tooLong = firstErrors[k];
           if (tooLong !== null && opts.contextOverflow === "drop-oldest" && opts.reflection !== "none") {
             // Drop the oldest earlier attempts, one at a time, until the request fits.
             const earlier = t.env.memory.attempts.length - 1;

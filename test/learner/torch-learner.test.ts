@@ -100,6 +100,32 @@ describe("TorchLearner and TorchPolicy against the real worker", { skip: NO_WORK
     assert.deepEqual(Array.from((await learner.logprobs(batchT, "reference")).logp), Array.from(ref.logp));
   });
 
+  it("checks a batch's contexts with one render round trip and reuses the ids to sample", async () => {
+    const policy = new TorchPolicy(learner);
+    const calls: number[] = [];
+    const renderMany = learner.renderMany.bind(learner);
+    learner.renderMany = async (transcripts, addGenerationPrompt) => {
+      calls.push(transcripts.length);
+      return renderMany(transcripts, addGenerationPrompt);
+    };
+    try {
+      const requests: GenerateRequest[] = ["a", "bb", "ccc", "dddd"].map((content, i) => ({
+        messages: [{ role: "user", content }],
+        sampling: SAMPLING,
+        seed: i,
+      }));
+      const errors = await Promise.all(requests.map((r) => policy.contextError(r)));
+      assert.deepEqual(errors, [null, null, null, null]);
+      assert.deepEqual(calls, [4], "one render request for the four checks");
+      const gens = await policy.generate(requests);
+      assert.deepEqual(calls, [4], "generate reuses the rendered prompts");
+      const alone = await learner.renderMany([requests[3].messages], true);
+      assert.equal(gens[3].promptTokens, alone[0].ids.length);
+    } finally {
+      learner.renderMany = renderMany;
+    }
+  });
+
   it("knows its context: a prompt plus maxTokens over the limit is refused before sampling", async () => {
     const policy = new TorchPolicy(learner);
     const long: GenerateRequest = {

@@ -159,6 +159,28 @@ describe("prompts longer than the context", () => {
     });
   }
 
+  it("a batch's context checks are all asked before any is answered (one round trip for a remote check)", async () => {
+    const inner = tinyContextPolicy(Number.POSITIVE_INFINITY);
+    let pending = 0;
+    const waves: number[] = [];
+    const policy: Policy = {
+      name: "async-check",
+      async contextError(r: GenerateRequest): Promise<string | null> {
+        pending += 1;
+        await new Promise((res) => setImmediate(res));
+        if (pending > 0) waves.push(pending);
+        pending = 0;
+        return inner.contextError!(r) as string | null;
+      },
+      generate: (rs) => inner.generate(rs),
+    };
+    const records = await run(BASE, policy);
+    assert.equal(records.length, 12);
+    // The first wave is every trial's first request: 12 trials in one batch of 64.
+    assert.equal(waves[0], 12);
+    assert.ok(Math.max(...waves) === 12 && waves.length < records.flatMap((t) => t.rows).length);
+  });
+
   it("drop-oldest still stops when the current attempt alone does not fit", async () => {
     const small = tinyContextPolicy(200);
     const trials = await run({ ...BASE, contextOverflow: "drop-oldest" }, small);

@@ -20,18 +20,45 @@ export class TorchPolicy implements Policy {
     this.name = name ?? `torch:${learner.info.architecture}`;
   }
 
+  /** Requests waiting for the next `render` round trip, flushed once the current task yields. */
+  private queued: {
+    request: GenerateRequest;
+    resolve: (ids: number[]) => void;
+    reject: (e: unknown) => void;
+  }[] = [];
+
   private async promptIds(requests: readonly GenerateRequest[]): Promise<number[][]> {
-    const missing = requests.filter((r) => !this.prompts.has(r));
-    if (missing.length > 0) {
-      const rendered = await this.learner.renderMany(
-        missing.map((r) => r.messages),
-        true,
-      );
-      missing.forEach((r, i) => {
-        this.prompts.set(r, rendered[i].ids);
-      });
+    return Promise.all(requests.map((r) => this.promptOf(r)));
+  }
+
+  /** One request's prompt ids; concurrent callers share a single `render` round trip. */
+  private promptOf(request: GenerateRequest): Promise<number[]> {
+    const cached = this.prompts.get(request);
+    if (cached) return Promise.resolve(cached);
+    return new Promise((resolve, reject) => {
+      if (this.queued.length === 0) queueMicrotask(() => void this.flush());
+      this.queued.push({ request, resolve, reject });
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const waiting = this.queued;
+    this.queued = [];
+    const distinct = [...new Set(waiting.map((w) => w.request))].filter((r) => !this.prompts.has(r));
+    try {
+      if (distinct.length > 0) {
+        const rendered = await this.learner.renderMany(
+          distinct.map((r) => r.messages),
+          true,
+        );
+        distinct.forEach((r, i) => {
+          this.prompts.set(r, rendered[i].ids);
+        });
+      }
+      for (const w of waiting) w.resolve(this.prompts.get(w.request)!);
+    } catch (err) {
+      for (const w of waiting) w.reject(err);
     }
-    return requests.map((r) => this.prompts.get(r)!);
   }
 
   async contextError(request: GenerateRequest): Promise<string | null> {
