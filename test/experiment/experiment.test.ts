@@ -282,9 +282,15 @@ describe("experiment run", () => {
     assert.equal((await runExperiment(plan(), quiet)).failed, 0);
     assert.equal(sha(join(results, "beta-s1.json")), sha(alpha1));
 
-    // A base with other weights than alpha-s1 started from: refused before anything starts ...
+    // A base with other weights than alpha-s1 started from: refused before anything starts,
+    // also when `--only beta` leaves alpha out of the plan ...
     writeFileSync(alpha1, readFileSync(alpha1, "utf8").replace(sha(alpha1), "0".repeat(64)));
     redoBeta();
+    await assert.rejects(
+      runExperiment(planExperiment(readExperiment(file), file, { methods: ["beta"] }), quiet),
+      (e: unknown) =>
+        e instanceof UsageError && e.message.includes("alpha-s1.json") && /other weights/.test(e.message),
+    );
     await assert.rejects(
       runExperiment(plan(), quiet),
       (e: unknown) =>
