@@ -62,8 +62,11 @@ def test_micro_batches_accumulate_to_one_pass(llama_dir: Path) -> None:
     h2, _ = call(split, "update", b, loss=LOSS, lr=1e-2, microBatchTokens=12)
     assert h1["metrics"]["clipfrac"] > 0  # the batch does exercise clipping
     assert h2["loss"] == pytest.approx(h1["loss"], rel=1e-6)
+    # The metrics are means of float32 log-probs (ppo_kl: old − new, ≈ 0.006 here): micro-batches
+    # pad and multiply in other shapes, so they agree to float32's resolution at |logp| ≈ 10
+    # (≈ 1e-6 absolute), not to 1e-6 relative (an AMD EPYC machine read 2.3e-6 relative on ppo_kl).
     for k in h1["metrics"]:
-        assert h2["metrics"][k] == pytest.approx(h1["metrics"][k], rel=1e-6, abs=1e-9)
+        assert h2["metrics"][k] == pytest.approx(h1["metrics"][k], rel=1e-6, abs=1e-6)
     assert h2["gradNorm"] == pytest.approx(h1["gradNorm"], rel=1e-6)
     assert len(g1) == len(g2) == 1
     assert max_rel(g2[0], g1[0]) < 1e-6  # the accumulated gradient, relative to its largest entry
