@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { PassThrough, Readable } from "node:stream";
 import { describe, it } from "node:test";
-import { runPlay } from "../../src/cli/commands/play.js";
+import { humanShorthand, runPlay } from "../../src/cli/commands/play.js";
 import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import { TicTacToeTask } from "../../src/tasks/tictactoe.js";
@@ -55,8 +55,21 @@ describe("mage play", () => {
     );
     assert.match(s.text, /0: # # # # # #/);
     assert.equal(s.summary.attempts[0].turns, 2);
+    // Letters are spelled out for people: the same level played as "u" then "l l" moves the same.
+    const short = await play(["--game", "sokoban", "--seed", "1", "--attempts", "1"], ["u", "l l", "quit"]);
+    assert.equal(short.text, s.text);
     const m = await play(["--game", "minesweeper", "--seed", "1", "--attempts", "1"], ["(1, 1)", "quit"]);
     assert.match(m.text, /Row 1: /);
+  });
+
+  it("spells out Sokoban letters for people and leaves everything else alone", () => {
+    assert.equal(humanShorthand("sokoban", "u l"), "up, left");
+    assert.equal(humanShorthand("sokoban", "UDR"), "up, down, right");
+    assert.equal(humanShorthand("sokoban", "u, r"), "up, right");
+    assert.equal(humanShorthand("sokoban", "up, left"), "up, left");
+    assert.equal(humanShorthand("sokoban", "ux"), "ux");
+    assert.equal(humanShorthand("minesweeper", "(1, 2)"), "(1, 2)");
+    assert.equal(humanShorthand("kuhn", "r"), "r");
   });
 
   it("rejects unknown games, opponents and flags with a usage error listing the choices", async () => {

@@ -1,7 +1,8 @@
 /**
  * `mage play`: a person plays a text task in the terminal, seeing the observation text an
  * agent sees (and, with --show-prompt, the whole prompt). Each input line is one turn: either
- * a full response with `<action>…</action>` or just the action (`(2, 3)`, `bet`, `up, left`).
+ * a full response with `<action>…</action>` or just the action (`(2, 3)`, `bet`, `up, left`;
+ * Sokoban also takes `u l` or `ul` for people, never for agents).
  * Several attempts replay the identical start, as in a trial; `quit` or end of input stops.
  */
 import { createInterface } from "node:readline";
@@ -113,6 +114,7 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     out();
     // The rules of the prompt style whose board is shown (compact boards carry no row numbers).
     out(style === "compact" ? task.promptText().compactRules : task.promptText().rules);
+    if (game === "sokoban") out('(Here you may type letters too: "u l" or "ul" is up, left.)');
     let quit = false;
     for (let k = 0; k < attempts && !quit; k++) {
       if (k > 0) {
@@ -138,7 +140,7 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
           out("(empty line ignored)");
           continue;
         }
-        const response = /<action>/i.test(line) ? line : `<action>${line}</action>`;
+        const response = /<action>/i.test(line) ? line : `<action>${humanShorthand(game, line)}</action>`;
         const r = await env.play(response);
         turn++;
         reward += r.reward;
@@ -168,6 +170,19 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     rl.close();
   }
   return summary;
+}
+
+const SOKOBAN_LETTERS: Readonly<Record<string, string>> = { u: "up", d: "down", l: "left", r: "right" };
+
+/**
+ * Sokoban moves typed as letters (`u l`, `u,l` or `ul`) spelled out for the agent's parser, so a
+ * person need not type `up, left`. Anything else (words, other games) passes through unchanged.
+ */
+export function humanShorthand(game: string, line: string): string {
+  if (game !== "sokoban") return line;
+  const letters = line.toLowerCase().replace(/[\s,]+/g, "");
+  if (letters.length === 0 || !/^[udlr]+$/.test(letters)) return line;
+  return [...letters].map((c) => SOKOBAN_LETTERS[c]).join(", ");
 }
 
 function fmt(x: number): string {
