@@ -18,6 +18,7 @@ import { baseConflict } from "./base-check.js";
 import { readFinalSummary } from "./plan-state.js";
 import {
   type ExperimentPlan,
+  gridCells,
   type PlannedPretrain,
   type PlannedRun,
   pretrainArgs,
@@ -104,6 +105,28 @@ function readPreviousRecord(resultsDir: string): Partial<ExperimentRecord> | nul
   } catch {
     return null;
   }
+}
+
+/**
+ * The runs of the whole grid: this invocation's records, and for cells it left out (`--only`,
+ * `--seeds`) what an earlier invocation recorded, so experiment.json always lists every run.
+ */
+export function wholeGridRuns(
+  plan: ExperimentPlan,
+  current: readonly RunRecord[],
+  previous: unknown,
+): RunRecord[] {
+  const key = (method: string, seed: number) => `${method}\u0000${seed}`;
+  const known = new Map<string, RunRecord>();
+  if (Array.isArray(previous)) {
+    for (const r of previous) {
+      if (typeof r?.method === "string" && typeof r.seed === "number") known.set(key(r.method, r.seed), r);
+    }
+  }
+  for (const r of current) known.set(key(r.method, r.seed), r);
+  return gridCells(plan.spec)
+    .map(({ method, seed }) => known.get(key(method.name, seed)))
+    .filter((r): r is RunRecord => r !== undefined);
 }
 
 function hasFinalSummary(path: string): boolean {
@@ -343,7 +366,7 @@ async function runLocked(
       seeds: m.seeds ?? plan.spec.seeds,
     })),
     machine,
-    runs: records,
+    runs: wholeGridRuns(plan, records, previous?.runs),
     pretrained: plan.pretrains.map((p) => ({ dir: p.dir, seconds: pretrainedSeconds.get(p.dir) ?? null })),
     wallSeconds: elapsed(),
     totalWallSeconds: earlierWallSeconds + elapsed(),

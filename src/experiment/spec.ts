@@ -147,6 +147,26 @@ export function pretrainKey(config: MageConfig): string {
  * Resolves every run of the grid (validating each config with its overrides, so a bad field is
  * reported before anything starts) and the pretrained models they share.
  */
+type GridMethod = ExperimentSpec["methods"][number];
+
+/** The grid's (method, seed) cells in the order its runs start (`order`), optionally of some methods only. */
+export function gridCells(
+  spec: ExperimentSpec,
+  onlyMethods?: readonly string[],
+): { method: GridMethod; seed: number }[] {
+  const methods = spec.methods.filter((m) => !onlyMethods || onlyMethods.includes(m.name));
+  const cells: { method: GridMethod; seed: number }[] = [];
+  if (spec.order === "method-major") {
+    for (const method of methods) for (const seed of method.seeds ?? spec.seeds) cells.push({ method, seed });
+  } else {
+    const allSeeds = [...new Set([...spec.seeds, ...methods.flatMap((m) => m.seeds ?? [])])];
+    for (const seed of allSeeds)
+      for (const method of methods)
+        if ((method.seeds ?? spec.seeds).includes(seed)) cells.push({ method, seed });
+  }
+  return cells;
+}
+
 export function planExperiment(
   spec: ExperimentSpec,
   file: string,
@@ -156,16 +176,7 @@ export function planExperiment(
   for (const m of filter.methods ?? []) {
     if (!known.has(m)) throw new UsageError(`--only: unknown method "${m}"; valid: ${[...known].join(", ")}`);
   }
-  const methods = spec.methods.filter((m) => !filter.methods || filter.methods.includes(m.name));
-  const cells: { method: (typeof methods)[number]; seed: number }[] = [];
-  if (spec.order === "method-major") {
-    for (const method of methods) for (const seed of method.seeds ?? spec.seeds) cells.push({ method, seed });
-  } else {
-    const allSeeds = [...new Set([...spec.seeds, ...methods.flatMap((m) => m.seeds ?? [])])];
-    for (const seed of allSeeds)
-      for (const method of methods)
-        if ((method.seeds ?? spec.seeds).includes(seed)) cells.push({ method, seed });
-  }
+  const cells = gridCells(spec, filter.methods);
   const resultsDir = join(spec.resultsDir, spec.name);
   const pretrains = new Map<string, PlannedPretrain>();
   const runs: PlannedRun[] = [];

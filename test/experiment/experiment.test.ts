@@ -244,6 +244,25 @@ describe("experiment run", () => {
     assert.ok(resumed.totalWallSeconds > record.totalWallSeconds);
     assert.ok(resumed.totalWallSeconds > resumed.wallSeconds);
 
+    // `--only beta` records its own run and keeps the rest of the grid as recorded before.
+    await runExperiment(planExperiment(readExperiment(file), file, { methods: ["beta"] }), {
+      log: () => {},
+      statusEverySeconds: 0,
+    });
+    const partial = JSON.parse(readFileSync(join(results, "experiment.json"), "utf8"));
+    assert.deepEqual(
+      partial.runs.map((r: { method: string; seed: number; wallSeconds: number | null }) => [
+        r.method,
+        r.seed,
+        r.wallSeconds,
+      ]),
+      record.runs.map((r: { method: string; seed: number; wallSeconds: number | null }) => [
+        r.method,
+        r.seed,
+        r.wallSeconds,
+      ]),
+    );
+
     // A method config edited after the grid ran: its old runs must not pass for the new plan.
     const configFile = join(root, "tiny.yaml");
     writeFileSync(configFile, readFileSync(configFile, "utf8").replace("groupSize: 2", "groupSize: 3"));
