@@ -67,22 +67,40 @@ function describePretrain(
   return waiting.length > 0 ? "to pretrain" : "not needed (its runs are done)";
 }
 
-/** One line per base model and run, then a tally. */
-export function describePlan(plan: ExperimentPlan): string[] {
+/**
+ * One line per base model and run, then a tally. With `noTrain` (`--no-train`) nothing is
+ * pretrained, trained or resumed: only finished runs are copied and measured.
+ */
+export function describePlan(plan: ExperimentPlan, opts: { noTrain?: boolean } = {}): string[] {
+  const noTrain = opts.noTrain ?? false;
   const states = new Map(plan.runs.map((r) => [r, runState(r)] as const));
-  const bases = plan.pretrains.map((p) => [p, describePretrain(p, plan, states)] as const);
+  const bases = plan.pretrains.map((p) => {
+    const state = describePretrain(p, plan, states);
+    return [p, noTrain && state === "to pretrain" ? "not pretrained (--no-train)" : state] as const;
+  });
+  const idle = (s: RunState) => noTrain && (s.kind === "new" || s.kind === "resumes");
   const lines: string[] = [];
   for (const [p, state] of bases)
     lines.push(`pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}: ${state}`);
-  for (const r of plan.runs)
+  for (const r of plan.runs) {
+    const state = states.get(r)!;
+    const what = !idle(state)
+      ? describeRun(state, r)
+      : state.kind === "resumes"
+        ? `left at iteration ${state.iteration}/${state.of} (--no-train)`
+        : "not started (--no-train)";
     lines.push(
-      `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}: ${describeRun(states.get(r)!, r)}`,
+      `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}: ${what}`,
     );
-  const count = (kind: RunState["kind"]) => [...states.values()].filter((s) => s.kind === kind).length;
+  }
+  const count = (kind: RunState["kind"]) =>
+    [...states.values()].filter((s) => s.kind === kind && !idle(s)).length;
   const toPretrain = bases.filter(([, state]) => state === "to pretrain").length;
+  const left = [...states.values()].filter(idle).length;
   lines.push(
     `${plan.runs.length} runs: ${count("committed")} done, ${count("finished")} finished but not copied, ` +
-      `${count("resumes")} to resume, ${count("new")} to start; ${toPretrain} base model(s) to pretrain`,
+      `${count("resumes")} to resume, ${count("new")} to start; ${toPretrain} base model(s) to pretrain` +
+      (noTrain ? `; --no-train leaves ${left} unfinished run(s) alone` : ""),
   );
   return lines;
 }

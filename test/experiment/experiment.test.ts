@@ -160,6 +160,14 @@ describe("experiment plan", () => {
       lines.at(-1),
       "3 runs: 1 done, 1 finished but not copied, 1 to resume, 0 to start; 1 base model(s) to pretrain",
     );
+    const measureOnly = describePlan(plan, { noTrain: true });
+    assert.match(measureOnly[1], /seed 1 .*: not pretrained \(--no-train\)$/);
+    assert.match(measureOnly[3], /alpha seed 1.*: left at iteration 0\/1 \(--no-train\)$/);
+    assert.equal(
+      measureOnly.at(-1),
+      "3 runs: 1 done, 1 finished but not copied, 0 to resume, 0 to start; 0 base model(s) to pretrain; " +
+        "--no-train leaves 1 unfinished run(s) alone",
+    );
   });
 });
 

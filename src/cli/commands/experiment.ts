@@ -58,7 +58,7 @@ export const command: Command = {
       ...(seeds ? { seeds } : {}),
     });
     if (values["dry-run"]) {
-      for (const line of describePlan(plan)) console.log(line);
+      for (const line of describePlan(plan, { noTrain: values["no-train"] ?? false })) console.log(line);
       checkNoStaleRuns(plan);
       return 0;
     }
