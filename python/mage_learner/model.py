@@ -177,7 +177,7 @@ def load(req: dict[str, Any]) -> Loaded:
         model = get_peft_model(base, conf)
     model.to(device)
     if req.get("gradientCheckpointing", False):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[operator]
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[operator]
     model.eval()
     return Loaded(model, tokenizer, reference, lora, device, dtype, architecture, eos, context, vocab)
 

@@ -156,6 +156,8 @@ def test_save_replaces_an_existing_checkpoint_atomically(llama_dir: Path, tmp_pa
 def test_gradient_checkpointing_gives_the_same_update(llama_dir: Path) -> None:
     plain = loaded_worker(llama_dir)
     ckpt = loaded_worker(llama_dir, gradientCheckpointing=True)
+    assert ckpt.loaded is not None and ckpt.loaded.model.is_activation_checkpointing
+    assert plain.loaded is not None and not plain.loaded.model.is_activation_checkpointing
     g1, g2 = capture_grads(plain), capture_grads(ckpt)
     b = ppo_batch(plain, 8)
     h1, _ = call(plain, "update", b, loss=LOSS, lr=1e-2)
