@@ -143,10 +143,6 @@ export function pretrainKey(config: MageConfig): string {
   return `${config.game}-${config.model.preset}-${hash}`;
 }
 
-/**
- * Resolves every run of the grid (validating each config with its overrides, so a bad field is
- * reported before anything starts) and the pretrained models they share.
- */
 type GridMethod = ExperimentSpec["methods"][number];
 
 /** The grid's (method, seed) cells in the order its runs start (`order`), optionally of some methods only. */
@@ -167,6 +163,10 @@ export function gridCells(
   return cells;
 }
 
+/**
+ * Resolves every run of the grid (validating each config with its overrides, so a bad field is
+ * reported before anything starts) and the pretrained models they share.
+ */
 export function planExperiment(
   spec: ExperimentSpec,
   file: string,
