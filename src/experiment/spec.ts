@@ -113,7 +113,11 @@ export function readExperiment(file: string): ExperimentSpec {
  * Settings added after the recipe they leave unchanged at these values: they enter the key only
  * when set to something else, so models pretrained before a setting existed keep their keys.
  */
-const KEYED_ONLY_WHEN_SET: Partial<Record<keyof PretrainSettings, unknown>> = { tacticalRate: 0, epsilon: 1 };
+const KEYED_ONLY_WHEN_SET: Partial<Record<keyof PretrainSettings, unknown>> = {
+  tacticalRate: 0,
+  epsilon: 1,
+  reflectionMoves: 0,
+};
 
 /**
  * A short stable tag of what makes two pretrained models identical: the resolved settings (the
@@ -248,6 +252,7 @@ export function pretrainArgs(p: PlannedPretrain): string[] {
     actionWeight: "--action-weight",
     tacticalRate: "--tactical-rate",
     epsilon: "--epsilon",
+    reflectionMoves: "--reflection-moves",
   };
   for (const [key, value] of Object.entries(p.settings)) {
     if (value === undefined) continue;

@@ -213,6 +213,8 @@ export const ConfigSchema = z
         tacticalRate: z.number().min(0).max(1).optional(),
         /** Puzzles: share of the corpus player's moves that are random instead of the solver's. */
         epsilon: z.number().min(0).max(1).optional(),
+        /** Sokoban: most moves a corpus reflection lists, the rest counted (default 0: every move). */
+        reflectionMoves: z.number().int().min(0).optional(),
       })
       .strict()
       .prefault({}),

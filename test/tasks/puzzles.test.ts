@@ -349,6 +349,49 @@ describe("the imperfect scripted players", () => {
   });
 });
 
+describe("bounded Sokoban reflections", () => {
+  const reflections = (c: Awaited<ReturnType<typeof buildCorpus>>) =>
+    c.trials.flatMap((t) =>
+      t.messages
+        .filter((_, i) => i > 0)
+        .flatMap((m) => (m.role === "assistant" && m.content.startsWith("<remark>") ? [m.content] : [])),
+    );
+  const listed = (r: string) => (r.match(/\b(up|down|left|right)\b/g) ?? []).length;
+
+  it("list at most reflectionMoves moves and count the rest; 0 keeps every move", async () => {
+    const opts = { game: "sokoban", trials: 30, rng: Rng.seeded(3), epsilon: 1 };
+    const all = reflections(await buildCorpus(opts));
+    const bounded = reflections(await buildCorpus({ ...opts, reflectionMoves: 4 }));
+    assert.equal(bounded.length, all.length, "the same trials, reflected on");
+    assert.ok(
+      all.some((r) => listed(r) > 4),
+      "random play makes long attempts",
+    );
+    assert.deepEqual(
+      bounded.filter((r) => listed(r) > 4),
+      [],
+      "no reflection lists more than 4 moves",
+    );
+    const counted = bounded.filter((r) => /and \d+ more/.test(r));
+    assert.ok(counted.length > 0, "some reflections count the moves left out");
+    for (const r of counted) assert.equal(listed(r), 4);
+    assert.deepEqual(reflections(await buildCorpus({ ...opts, reflectionMoves: 0 })), all);
+    assert.ok(
+      Math.max(...bounded.map((r) => r.length)) < Math.max(...all.map((r) => r.length)),
+      "the longest reflection is shorter",
+    );
+  });
+
+  it("reject a negative or fractional bound", () => {
+    assert.throws(() => unskilledBehaviour("sokoban", { reflectionMoves: -1 }), /reflectionMoves/);
+    assert.throws(() => unskilledBehaviour("sokoban", { reflectionMoves: 1.5 }), /reflectionMoves/);
+    assert.match(
+      errorOf(() => validateConfig({ game: "sokoban", pretrain: { reflectionMoves: -2 } })).message,
+      /pretrain\.reflectionMoves/,
+    );
+  });
+});
+
 describe("environment clock and puzzle diversity", () => {
   it("times reset, step and restart of a task", async () => {
     const clock = newEnvClock();

@@ -17,8 +17,9 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
-  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--knobs YAML] [--shards N] [--json]\n" +
+  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--shards N] [--json]\n" +
   "  --epsilon: puzzles, share of the corpus player's moves that are random instead of the solver's\n" +
+  "  --reflection-moves: Sokoban, most moves a corpus reflection lists, the rest counted (0: all)\n" +
   '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"';
 
 function numberFlag(name: string, v: string | undefined): number | undefined {
@@ -105,6 +106,7 @@ export const command: Command = {
           "action-weight": { type: "string" },
           "tactical-rate": { type: "string" },
           epsilon: { type: "string" },
+          "reflection-moves": { type: "string" },
           knobs: { type: "string" },
           json: { type: "boolean", default: false },
         },
@@ -138,6 +140,7 @@ export const command: Command = {
       initStd: numberFlag("init-std", str("init-std")),
       tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
       epsilon: rateFlag("epsilon", str("epsilon")),
+      reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
       ...(str("knobs") !== undefined
         ? { taskOptions: puzzleTaskOptions(game, parseKnobsArg(game, str("knobs")!)) }
         : {}),

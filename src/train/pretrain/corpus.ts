@@ -101,6 +101,8 @@ export interface CorpusOptions {
   hindsightShare?: number;
   /** Puzzles: share of the scripted player's moves that are random instead of the solver's (default 1). */
   epsilon?: number;
+  /** Sokoban: most moves a reflection lists, the rest counted (default 0: every move). */
+  reflectionMoves?: number;
   /** Puzzles: difficulty knobs of the levels (`puzzleTaskOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
@@ -191,11 +193,17 @@ type MalformedWriter = (legal: readonly string[], messages: readonly ChatMessage
 interface GamePlayer {
   legal(messages: readonly ChatMessage[]): string[];
   malformed: Record<string, MalformedWriter>;
-  reflection(messages: readonly ChatMessage[], rng: Rng): string;
+  reflection(messages: readonly ChatMessage[], rng: Rng, style: ReflectionStyle): string;
   /** The one-move tactical answers of the position (a win, else a block), when the game has any. */
   tactical?(messages: readonly ChatMessage[]): string[];
   /** Puzzles: the ε-imperfect solver's answer (the tag content), or null when it has none. */
   skilled?(messages: readonly ChatMessage[], rng: Rng, epsilon: number): string | null;
+}
+
+/** How the scripted player writes reflections. */
+interface ReflectionStyle {
+  /** Sokoban: most moves listed, the rest counted (0: every move). */
+  moves: number;
 }
 
 function playerBehaviour(
@@ -203,6 +211,7 @@ function playerBehaviour(
   malformedRate: number,
   tacticalRate: number,
   epsilon = 1,
+  reflection: ReflectionStyle = { moves: 0 },
 ): ScriptedBehaviour {
   const kinds = Object.keys(p.malformed);
   return {
@@ -225,7 +234,7 @@ function playerBehaviour(
       return `<action>${rng.derive("move").pick(legal)}</action>`;
     },
     reflect(messages, rng) {
-      return p.reflection(messages, rng);
+      return p.reflection(messages, rng, reflection);
     },
   };
 }
@@ -413,6 +422,17 @@ export function imperfectSokobanMoves(
   return out;
 }
 
+/**
+ * The first `most` moves and a count of the rest (`most` 0: all of them), so a reflection of a long
+ * attempt fits the answer limit instead of being cut off unclosed (docs/design.md, puzzles).
+ */
+function boundedMoves(answers: readonly string[], most: number): string[] {
+  if (most === 0) return [...answers];
+  const moves = answers.flatMap((a) => a.split(/[\s,]+/).filter((w) => w.length > 0));
+  if (moves.length <= most) return moves;
+  return [...moves.slice(0, most), `and ${moves.length - most} more`];
+}
+
 const sokobanPlayer: GamePlayer = {
   legal() {
     // Every list of 1-3 directions is a well-formed answer; list a representative set.
@@ -439,10 +459,10 @@ const sokobanPlayer: GamePlayer = {
     const moves = imperfectSokobanMoves(board, 3, rng, epsilon);
     return moves === null ? null : moves.join(", ");
   },
-  reflection(messages, rng) {
+  reflection(messages, rng, style) {
     const view = attemptView(messages);
     const end = endLines(messages);
-    const moves = validMoves(view);
+    const moves = boundedMoves(validMoves(view), style.moves);
     const boxes = [...end, ...view.turns.map((t) => t.after)]
       .map((l) => /Boxes on targets: (\d+\/\d+)\./.exec(l)?.[1])
       .filter((x) => x !== undefined);
@@ -591,7 +611,7 @@ const PLAYERS: Record<PretrainGame, GamePlayer> = {
  */
 export function unskilledBehaviour(
   game: string,
-  opts: { malformedRate?: number; tacticalRate?: number; epsilon?: number } = {},
+  opts: { malformedRate?: number; tacticalRate?: number; epsilon?: number; reflectionMoves?: number } = {},
 ): ScriptedBehaviour {
   const rate = opts.malformedRate ?? 0.02;
   if (!(rate >= 0 && rate <= 1)) throw new RangeError(`malformedRate must be in [0, 1], got ${rate}`);
@@ -600,7 +620,10 @@ export function unskilledBehaviour(
     throw new RangeError(`tacticalRate must be in [0, 1], got ${tactical}`);
   const epsilon = opts.epsilon ?? 1;
   if (!(epsilon >= 0 && epsilon <= 1)) throw new RangeError(`epsilon must be in [0, 1], got ${epsilon}`);
-  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical, epsilon);
+  const moves = opts.reflectionMoves ?? 0;
+  if (!(Number.isInteger(moves) && moves >= 0))
+    throw new RangeError(`reflectionMoves must be an integer >= 0, got ${moves}`);
+  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical, epsilon, { moves });
 }
 
 /** Names of the malformed-answer kinds of `game` (for tests and logs). */
@@ -667,6 +690,7 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
       malformedRate: opts.malformedRate,
       tacticalRate: opts.tacticalRate,
       epsilon: opts.epsilon,
+      reflectionMoves: opts.reflectionMoves,
     }),
   );
   const makeTask = (s: TrialSpec) =>

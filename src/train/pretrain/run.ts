@@ -66,6 +66,11 @@ export interface PretrainSettings {
    */
   epsilon: number;
   /**
+   * Sokoban: most moves a corpus reflection lists, the rest counted (0: every move, which can run
+   * past the 48-token answer limit; docs/design.md, puzzles). Other games ignore it.
+   */
+  reflectionMoves: number;
+  /**
    * Each batch's gradient is computed in this many shards, one thread each (see sft-shards.ts).
    * The result depends on this count, not on how many cores run it.
    */
@@ -100,6 +105,7 @@ const SHARED_SETTINGS = {
   actionWeight: 1,
   tacticalRate: 0,
   epsilon: 1,
+  reflectionMoves: 0,
   shards: 2,
 } as const;
 
@@ -240,6 +246,8 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     throw new UsageError(`tacticalRate must be a number in [0, 1], got ${s.tacticalRate}`);
   if (!(Number.isFinite(s.epsilon) && s.epsilon >= 0 && s.epsilon <= 1))
     throw new UsageError(`epsilon must be a number in [0, 1], got ${s.epsilon}`);
+  if (!(Number.isInteger(s.reflectionMoves) && s.reflectionMoves >= 0))
+    throw new UsageError(`reflectionMoves must be an integer ≥ 0, got ${s.reflectionMoves}`);
   if (!(Number.isFinite(s.initStd) && s.initStd > 0))
     throw new UsageError(`initStd must be a number > 0, got ${s.initStd}`);
   if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
@@ -273,6 +281,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     malformedRate: s.malformedRate,
     tacticalRate: s.tacticalRate,
     epsilon: s.epsilon,
+    reflectionMoves: s.reflectionMoves,
     ...(opts.taskOptions ? { taskOptions: opts.taskOptions } : {}),
   });
   const corpusMs = performance.now() - t;
