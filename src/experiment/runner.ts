@@ -377,8 +377,7 @@ async function runLocked(
       `${JSON.stringify(experimentRecord(), null, 1)}\n`,
     );
 
-  const trainJobs = jobs.filter((j) => j.kind === "train");
-  const skipped = records.length - trainJobs.length;
+  const skipped = records.filter((r) => r.status === "skipped" || r.status === "done").length;
   log(
     `experiment ${plan.spec.name}: ${records.length} runs (${skipped} already done), ` +
       `${pretrainJobs.size} base model(s) to pretrain, ${jobs.filter((j) => j.kind === "diversity").length} diversity measurement(s), ` +

@@ -271,6 +271,20 @@ describe("experiment run", () => {
       ]),
     );
 
+    // --no-train counts as done only the runs that are: a missing summary stays pending.
+    const betaSummary = join(results, "beta-s1.json");
+    const kept = readFileSync(betaSummary, "utf8");
+    rmSync(betaSummary);
+    rmSync(join(root, "runs", "smoke", "beta-s1"), { recursive: true });
+    const measured: string[] = [];
+    await runExperiment(planExperiment(readExperiment(file), file), {
+      log: (l) => measured.push(l),
+      statusEverySeconds: 0,
+      noTrain: true,
+    });
+    assert.ok(measured[0].includes("3 runs (2 already done)"), measured[0]);
+    writeFileSync(betaSummary, kept);
+
     // A method config edited after the grid ran: its old runs must not pass for the new plan.
     const configFile = join(root, "tiny.yaml");
     writeFileSync(configFile, readFileSync(configFile, "utf8").replace("groupSize: 2", "groupSize: 3"));
