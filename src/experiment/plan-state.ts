@@ -44,16 +44,18 @@ export function runState(run: PlannedRun): RunState {
   return { kind: "new" };
 }
 
-function describeRun(state: RunState, run: PlannedRun): string {
+function describeRun(state: RunState, run: PlannedRun, noTrain: boolean): string {
   switch (state.kind) {
     case "committed":
       return `done (${run.summaryPath})`;
     case "finished":
       return "finished; its summary will be copied";
     case "resumes":
-      return `resumes after iteration ${state.iteration}/${state.of}`;
+      return noTrain
+        ? `left at iteration ${state.iteration}/${state.of} (--no-train)`
+        : `resumes after iteration ${state.iteration}/${state.of}`;
     case "new":
-      return "to run";
+      return noTrain ? "not started (--no-train)" : "to run";
   }
 }
 
@@ -82,17 +84,10 @@ export function describePlan(plan: ExperimentPlan, opts: { noTrain?: boolean } =
   const lines: string[] = [];
   for (const [p, state] of bases)
     lines.push(`pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}: ${state}`);
-  for (const r of plan.runs) {
-    const state = states.get(r)!;
-    const what = !idle(state)
-      ? describeRun(state, r)
-      : state.kind === "resumes"
-        ? `left at iteration ${state.iteration}/${state.of} (--no-train)`
-        : "not started (--no-train)";
+  for (const r of plan.runs)
     lines.push(
-      `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}: ${what}`,
+      `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}: ${describeRun(states.get(r)!, r, noTrain)}`,
     );
-  }
   const count = (kind: RunState["kind"]) =>
     [...states.values()].filter((s) => s.kind === kind && !idle(s)).length;
   const toPretrain = bases.filter(([, state]) => state === "to pretrain").length;

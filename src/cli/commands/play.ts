@@ -11,6 +11,7 @@ import { parseArgs } from "node:util";
 import { expectChoice, UsageError } from "../../core/errors.js";
 import { Rng } from "../../core/rng.js";
 import { TrialEnv } from "../../tasks/env.js";
+import { DIRECTIONS } from "../../tasks/parse.js";
 import { createTask, loadTask, TASKS } from "../../tasks/registry.js";
 import { PROMPT_STYLES, type PromptStyle, SEATS, type Seat } from "../../tasks/types.js";
 import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
@@ -172,8 +173,6 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
   return summary;
 }
 
-const SOKOBAN_LETTERS: Readonly<Record<string, string>> = { u: "up", d: "down", l: "left", r: "right" };
-
 /**
  * Sokoban moves typed as letters (`u l`, `u,l` or `ul`) spelled out for the agent's parser, so a
  * person need not type `up, left`. Anything else (words, other games) passes through unchanged.
@@ -182,7 +181,7 @@ export function humanShorthand(game: string, line: string): string {
   if (game !== "sokoban") return line;
   const letters = line.toLowerCase().replace(/[\s,]+/g, "");
   if (letters.length === 0 || !/^[udlr]+$/.test(letters)) return line;
-  return [...letters].map((c) => SOKOBAN_LETTERS[c]).join(", ");
+  return [...letters].map((c) => DIRECTIONS.find((d) => d[0] === c)).join(", ");
 }
 
 function fmt(x: number): string {

@@ -193,17 +193,12 @@ type MalformedWriter = (legal: readonly string[], messages: readonly ChatMessage
 interface GamePlayer {
   legal(messages: readonly ChatMessage[]): string[];
   malformed: Record<string, MalformedWriter>;
-  reflection(messages: readonly ChatMessage[], rng: Rng, style: ReflectionStyle): string;
+  /** `maxMoves`: Sokoban lists at most this many moves, the rest counted (0: every move). */
+  reflection(messages: readonly ChatMessage[], rng: Rng, maxMoves: number): string;
   /** The one-move tactical answers of the position (a win, else a block), when the game has any. */
   tactical?(messages: readonly ChatMessage[]): string[];
   /** Puzzles: the ε-imperfect solver's answer (the tag content), or null when it has none. */
   skilled?(messages: readonly ChatMessage[], rng: Rng, epsilon: number): string | null;
-}
-
-/** How the scripted player writes reflections. */
-interface ReflectionStyle {
-  /** Sokoban: most moves listed, the rest counted (0: every move). */
-  moves: number;
 }
 
 function playerBehaviour(
@@ -211,7 +206,7 @@ function playerBehaviour(
   malformedRate: number,
   tacticalRate: number,
   epsilon = 1,
-  reflection: ReflectionStyle = { moves: 0 },
+  reflectionMoves = 0,
 ): ScriptedBehaviour {
   const kinds = Object.keys(p.malformed);
   return {
@@ -234,7 +229,7 @@ function playerBehaviour(
       return `<action>${rng.derive("move").pick(legal)}</action>`;
     },
     reflect(messages, rng) {
-      return p.reflection(messages, rng, reflection);
+      return p.reflection(messages, rng, reflectionMoves);
     },
   };
 }
@@ -459,10 +454,10 @@ const sokobanPlayer: GamePlayer = {
     const moves = imperfectSokobanMoves(board, 3, rng, epsilon);
     return moves === null ? null : moves.join(", ");
   },
-  reflection(messages, rng, style) {
+  reflection(messages, rng, maxMoves) {
     const view = attemptView(messages);
     const end = endLines(messages);
-    const moves = boundedMoves(validMoves(view), style.moves);
+    const moves = boundedMoves(validMoves(view), maxMoves);
     const boxes = [...end, ...view.turns.map((t) => t.after)]
       .map((l) => /Boxes on targets: (\d+\/\d+)\./.exec(l)?.[1])
       .filter((x) => x !== undefined);
@@ -623,7 +618,7 @@ export function unskilledBehaviour(
   const moves = opts.reflectionMoves ?? 0;
   if (!(Number.isInteger(moves) && moves >= 0))
     throw new RangeError(`reflectionMoves must be an integer >= 0, got ${moves}`);
-  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical, epsilon, { moves });
+  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical, epsilon, moves);
 }
 
 /** Names of the malformed-answer kinds of `game` (for tests and logs). */
