@@ -8,8 +8,9 @@ import type { Row, TrialRecord } from "../rollout/types.js";
  * Turns rollout rows into learner sequences. With the append-only `compact` prompts a whole
  * trial is ONE sequence (its final transcript), scored in one pass, each response's tokens
  * weighted by its own row's advantage; otherwise (`full` prompts) every row is a sequence.
- * A trial asked for one pass whose rows are not a prefix chain (`isPrefixChain`: e.g. its oldest
- * attempts were dropped to fit the context) falls back to one sequence per row.
+ * A trial asked for one pass whose rows are not one prefix chain (e.g. its oldest attempts were
+ * dropped to fit the context) is cut into its maximal prefix chains (`prefixChains`), one
+ * sequence each.
  *
  * Scored tokens are exactly the sampled response tokens (the `<|end|>` stop token included when
  * it was sampled), in sequence order then position order — the order of the learner's
@@ -47,19 +48,36 @@ function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
   return x.length === y.length && x.every((v, i) => v === y[i]);
 }
 
+function extendsTranscript(done: readonly ChatMessage[], next: readonly ChatMessage[]): boolean {
+  if (next.length < done.length) return false;
+  for (let j = 0; j < done.length; j++) if (!sameMessage(done[j], next[j])) return false;
+  return true;
+}
+
 /**
  * Whether each row's transcript (prompt + response) is a prefix of the next row's prompt, so the
  * last row's transcript holds every row's response (append-only prompts). False, e.g., for a
  * trial whose oldest attempts were dropped to fit the context.
  */
 export function isPrefixChain(rows: readonly Row[]): boolean {
-  for (let i = 0; i + 1 < rows.length; i++) {
-    const done = transcriptOf(rows[i]);
-    const next = rows[i + 1].prompt;
-    if (next.length < done.length) return false;
-    for (let j = 0; j < done.length; j++) if (!sameMessage(done[j], next[j])) return false;
+  return prefixChains(rows).length <= 1;
+}
+
+/**
+ * The rows cut, in order, into maximal runs in which each row's transcript is a prefix of the
+ * next row's prompt: one run for an append-only trial; a new run wherever a prompt was rebuilt
+ * (an attempt dropped to fit the context).
+ */
+export function prefixChains(rows: readonly Row[]): Row[][] {
+  const chains: Row[][] = [];
+  let prev: Row | undefined;
+  for (const row of rows) {
+    if (prev !== undefined && extendsTranscript(transcriptOf(prev), row.prompt))
+      chains[chains.length - 1].push(row);
+    else chains.push([row]);
+    prev = row;
   }
-  return true;
+  return chains;
 }
 
 /**
@@ -83,13 +101,20 @@ export function planSequences(
     if (trial.rows.length === 0) return;
     const first = rows.length;
     rows.push(...trial.rows);
-    if (onePassPerTrial && isPrefixChain(trial.rows)) {
-      const last = trial.rows[trial.rows.length - 1];
-      plans.push({
-        messages: transcriptOf(last),
-        rowsOfSpans: trial.rows.map((_, i) => first + i),
-        trial: ti,
-      });
+    if (onePassPerTrial) {
+      let at = first;
+      for (const chain of prefixChains(trial.rows)) {
+        const messages = transcriptOf(chain[chain.length - 1]);
+        // Row k of the chain answered message (its prompt's length); earlier assistant messages
+        // (kept from before the chain) are context, not scored.
+        const rowAtMessage = new Map(chain.map((row, k) => [row.prompt.length, at + k]));
+        const rowsOfSpans: number[] = [];
+        messages.forEach((m, i) => {
+          if (m.role === "assistant") rowsOfSpans.push(rowAtMessage.get(i) ?? -1);
+        });
+        plans.push({ messages, rowsOfSpans, trial: ti });
+        at += chain.length;
+      }
     } else {
       trial.rows.forEach((row, i) => {
         const messages = transcriptOf(row);

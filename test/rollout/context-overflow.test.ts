@@ -3,12 +3,16 @@ import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import { evaluate } from "../../src/evaluate/evaluate.js";
+import { presetConfig } from "../../src/model/config.js";
+import { selectKernels } from "../../src/model/kernels/select.js";
+import { initParams } from "../../src/model/params.js";
 import { trainTokenizer } from "../../src/model/tokenizer.js";
+import { scoreBatch } from "../../src/model/transformer.js";
 import type { GenerateRequest, Generation, Policy } from "../../src/policy/types.js";
 import { type RunnerOptions, runTrials } from "../../src/rollout/runner.js";
 import type { Row, TrialRecord, TrialSpec } from "../../src/rollout/types.js";
 import { loadTask } from "../../src/tasks/registry.js";
-import { buildTokenBatch, isPrefixChain, rowsPerSequence } from "../../src/train/batch.js";
+import { buildTokenBatch, isPrefixChain, prefixChains, rowsPerSequence } from "../../src/train/batch.js";
 import { validateConfig } from "../../src/train/config.js";
 
 const chars = (messages: readonly { content: string }[]) =>
@@ -130,7 +134,7 @@ describe("prompts longer than the context", () => {
         }
       }
       if (promptStyle === "compact") {
-        // One-pass scoring falls back to one sequence per row for the trimmed trials only.
+        // One-pass scoring cuts a trimmed trial into its prefix chains: one sequence each.
         const tok = trainTokenizer(["Card: K. <action>BET</action> <remark>x</remark>"], { vocabSize: 300 });
         const rows = dropped.flatMap((t) => t.rows);
         const tb = buildTokenBatch(
@@ -139,16 +143,59 @@ describe("prompts longer than the context", () => {
           rows.map(() => 1),
           true,
         );
-        const chains = dropped.filter((t) => isPrefixChain(t.rows));
-        const expected =
-          chains.length +
-          dropped.filter((t) => !isPrefixChain(t.rows)).reduce((s, t) => s + t.rows.length, 0);
-        assert.equal(tb.batch.sequences.length, expected);
-        assert.ok(chains.length > 0);
+        const chainCounts = dropped.map((t) => prefixChains(t.rows).length);
+        assert.equal(
+          tb.batch.sequences.length,
+          chainCounts.reduce((a, b) => a + b, 0),
+        );
+        assert.ok(
+          chainCounts.some((n) => n === 1),
+          "untrimmed trials stay one sequence",
+        );
+        const cut = dropped.filter((t) => !isPrefixChain(t.rows));
+        assert.ok(cut.length > 0, "some trials were cut");
+        assert.ok(
+          cut.every((t) => prefixChains(t.rows).length < t.rows.length),
+          "a cut trial still scores several rows per sequence (not one sequence per row)",
+        );
+        assert.deepEqual(
+          cut.map((t) => prefixChains(t.rows).flat()),
+          cut.map((t) => t.rows),
+          "the chains hold every row once, in order",
+        );
         assert.equal(
           tb.oldLogp.length,
           rows.reduce((s, r) => s + r.responseTokenIds.length, 0),
         );
+        // The same tokens get the same log-probs as scoring every row on its own.
+        const config = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 1024, nLayers: 1 });
+        const params = initParams(config, Rng.seeded(5), { std: 0.08 });
+        const kernels = await selectKernels("js");
+        const perRow = buildTokenBatch(
+          tok,
+          dropped,
+          rows.map(() => 1),
+          false,
+        );
+        assert.ok(perRow.batch.sequences.length > tb.batch.sequences.length);
+        const byRow = (b: typeof tb) => {
+          const logp = scoreBatch(params, b.batch, kernels).logp;
+          const out = rows.map(() => [] as number[]);
+          b.rowOfToken.forEach((r, i) => {
+            out[r].push(logp[i]);
+          });
+          return out;
+        };
+        const onePass = byRow(tb);
+        const single = byRow(perRow);
+        let maxDiff = 0;
+        onePass.forEach((xs, r) => {
+          assert.equal(xs.length, single[r].length, `row ${r}: same scored tokens`);
+          xs.forEach((x, j) => {
+            maxDiff = Math.max(maxDiff, Math.abs(x - single[r][j]));
+          });
+        });
+        assert.ok(maxDiff <= 1e-4, `max |chain logp − per-row logp| = ${maxDiff}`);
         const perSeq = rowsPerSequence(dropped, true);
         assert.equal(perSeq.length, tb.batch.sequences.length);
         assert.equal(
