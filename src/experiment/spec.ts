@@ -117,6 +117,7 @@ const KEYED_ONLY_WHEN_SET: Partial<Record<keyof PretrainSettings, unknown>> = {
   tacticalRate: 0,
   epsilon: 1,
   reflectionMoves: 0,
+  heedReflections: false,
 };
 
 /**
@@ -253,12 +254,16 @@ export function pretrainArgs(p: PlannedPretrain): string[] {
     tacticalRate: "--tactical-rate",
     epsilon: "--epsilon",
     reflectionMoves: "--reflection-moves",
+    heedReflections: "--heed-reflections",
   };
   for (const [key, value] of Object.entries(p.settings)) {
     if (value === undefined) continue;
     const f = flag[key];
     if (!f) throw new Error(`pretrain setting "${key}" has no mage pretrain flag`);
-    args.push(f, String(value));
+    // A boolean setting is a bare flag.
+    if (typeof value === "boolean") {
+      if (value) args.push(f);
+    } else args.push(f, String(value));
   }
   if (p.knobs) args.push("--knobs", p.knobs);
   return args;

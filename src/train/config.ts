@@ -215,6 +215,8 @@ export const ConfigSchema = z
         epsilon: z.number().min(0).max(1).optional(),
         /** Sokoban: most moves a corpus reflection lists, the rest counted (default 0: every move). */
         reflectionMoves: z.number().int().min(0).optional(),
+        /** MineSweeper: later corpus attempts avoid the cells earlier reflections named mines. */
+        heedReflections: z.boolean().optional(),
       })
       .strict()
       .prefault({}),

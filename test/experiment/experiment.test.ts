@@ -111,6 +111,21 @@ describe("experiment plan", () => {
       "--action-weight",
       "4",
     ]);
+    assert.equal(
+      pretrainKey({ ...config, pretrain: { ...config.pretrain, heedReflections: false } }),
+      key,
+      "heedReflections: false keeps the key",
+    );
+    assert.notEqual(
+      pretrainKey({ ...config, pretrain: { ...config.pretrain, heedReflections: true } }),
+      key,
+      "heedReflections: true is another model",
+    );
+    // A boolean setting is a bare flag, present only when true.
+    const heed = (v: boolean) => pretrainArgs({ ...planned, settings: { heedReflections: v } });
+    assert.equal(heed(true).filter((a) => a === "--heed-reflections").length, 1, "bare flag when true");
+    assert.ok(!heed(true).includes("true"), "no value after the flag");
+    assert.ok(!heed(false).includes("--heed-reflections"), "no flag when false");
   });
 
   it("names the method and the field of a bad override before anything runs", () => {

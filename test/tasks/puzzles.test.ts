@@ -26,6 +26,7 @@ import { iterationSpecs } from "../../src/train/iteration.js";
 import {
   buildCorpus,
   imperfectSokobanMoves,
+  minesNamedInReflections,
   minesweeperDeductions,
   unskilledBehaviour,
 } from "../../src/train/pretrain/corpus.js";
@@ -388,6 +389,68 @@ describe("bounded Sokoban reflections", () => {
     assert.match(
       errorOf(() => validateConfig({ game: "sokoban", pretrain: { reflectionMoves: -2 } })).message,
       /pretrain\.reflectionMoves/,
+    );
+  });
+});
+
+describe("a MineSweeper corpus player that heeds its reflections", () => {
+  type Trial = Awaited<ReturnType<typeof buildCorpus>>["trials"][number];
+  /** Per attempt (in order) the cells it revealed, and the mines the reflections so far named. */
+  const repeats = (t: Trial): number => {
+    const named = new Set<string>();
+    let count = 0;
+    for (const m of t.messages) {
+      if (m.role !== "assistant") continue;
+      const cell = /^<action>\((\d+), (\d+)\)<\/action>$/.exec(m.content);
+      if (cell && named.has(`${cell[1]},${cell[2]}`)) count++;
+      for (const k of minesNamedInReflections([m])) named.add(k);
+    }
+    return count;
+  };
+  const opts = { game: "minesweeper", trials: 150, rng: Rng.seeded(11), epsilon: 0.25 };
+
+  it("reads the cells a remark names as mines, and nothing outside remarks", () => {
+    const named = minesNamedInReflections([
+      { role: "user", content: "(1, 1) was a mine." },
+      { role: "assistant", content: "<action>(2, 2)</action>" },
+      { role: "assistant", content: "<remark>I opened (2, 2), (4, 5). (4, 5) was a mine. Lost.</remark>" },
+      { role: "assistant", content: "<remark>Cells opened: (6, 1). (6, 1) was a mine.</remark>" },
+    ]);
+    assert.deepEqual([...named].sort(), ["4,5", "6,1"]);
+  });
+
+  it("never reveals a named mine again, where the plain player does; off, the corpus is unchanged", async () => {
+    const plain = await buildCorpus(opts);
+    const heeding = await buildCorpus({ ...opts, heedReflections: true });
+    const plainRepeats = plain.trials.reduce((s, t) => s + repeats(t), 0);
+    const heedRepeats = heeding.trials.reduce((s, t) => s + repeats(t), 0);
+    assert.ok(plainRepeats > 0, `the plain player reveals a named mine again (${plainRepeats} times)`);
+    assert.equal(heedRepeats, 0, `the heeding player never does (${heedRepeats} times)`);
+    assert.ok(
+      (heeding.stats.won ?? 0) > (plain.stats.won ?? 0),
+      `heeding wins more trials: ${heeding.stats.won} vs ${plain.stats.won}`,
+    );
+    assert.equal(heeding.stats.wonFirst, plain.stats.wonFirst, "attempt 1 has no reflection to heed");
+    const off = await buildCorpus({ ...opts, heedReflections: false });
+    assert.deepEqual(
+      off.trials.map((t) => t.messages),
+      plain.trials.map((t) => t.messages),
+      "heedReflections: false is the old corpus",
+    );
+  });
+
+  it("is refused where it means nothing, naming the field", () => {
+    assert.throws(
+      () => unskilledBehaviour("sokoban", { epsilon: 0.5, heedReflections: true }),
+      /minesweeper only/,
+    );
+    assert.throws(
+      () => unskilledBehaviour("minesweeper", { epsilon: 1, heedReflections: true }),
+      /epsilon < 1/,
+    );
+    assert.match(
+      errorOf(() => validateConfig({ game: "minesweeper", pretrain: { heedReflections: "yes" } })).message,
+      /pretrain\.heedReflections/,
     );
   });
 });

@@ -17,9 +17,10 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
-  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--shards N] [--json]\n" +
+  "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
   "  --epsilon: puzzles, share of the corpus player's moves that are random instead of the solver's\n" +
   "  --reflection-moves: Sokoban, most moves a corpus reflection lists, the rest counted (0: all)\n" +
+  "  --heed-reflections: MineSweeper, later corpus attempts never reveal a cell an earlier reflection named a mine\n" +
   '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"';
 
 function numberFlag(name: string, v: string | undefined): number | undefined {
@@ -107,6 +108,7 @@ export const command: Command = {
           "tactical-rate": { type: "string" },
           epsilon: { type: "string" },
           "reflection-moves": { type: "string" },
+          "heed-reflections": { type: "boolean", default: false },
           knobs: { type: "string" },
           json: { type: "boolean", default: false },
         },
@@ -141,6 +143,7 @@ export const command: Command = {
       tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
       epsilon: rateFlag("epsilon", str("epsilon")),
       reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
+      heedReflections: values["heed-reflections"] ? true : undefined,
       ...(str("knobs") !== undefined
         ? { taskOptions: puzzleTaskOptions(game, parseKnobsArg(game, str("knobs")!)) }
         : {}),

@@ -18,6 +18,10 @@
  * prove safe, else a random closed cell not proven a mine — and with probability ε it is a
  * random direction or a random closed cell. ε = 1 is the old random player.
  *
+ * A MineSweeper player that heeds its reflections (`heedReflections`) never reveals, in a later
+ * attempt, a cell that an earlier attempt's reflection named a mine ("(2, 3) was a mine."),
+ * unless nothing else is left: the corpus then shows a reflection changing the next attempt.
+ *
  * Everything is keyed by the caller's `Rng`: the same seed gives the same corpus byte for byte.
  */
 import { expectChoice } from "../../core/errors.js";
@@ -103,6 +107,8 @@ export interface CorpusOptions {
   epsilon?: number;
   /** Sokoban: most moves a reflection lists, the rest counted (default 0: every move). */
   reflectionMoves?: number;
+  /** MineSweeper: later attempts never reveal a cell an earlier reflection named a mine (default false). */
+  heedReflections?: boolean;
   /** Puzzles: difficulty knobs of the levels (`puzzleTaskOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
@@ -197,8 +203,13 @@ interface GamePlayer {
   reflection(messages: readonly ChatMessage[], rng: Rng, maxMoves: number): string;
   /** The one-move tactical answers of the position (a win, else a block), when the game has any. */
   tactical?(messages: readonly ChatMessage[]): string[];
-  /** Puzzles: the ε-imperfect solver's answer (the tag content), or null when it has none. */
-  skilled?(messages: readonly ChatMessage[], rng: Rng, epsilon: number): string | null;
+  /**
+   * Puzzles: the ε-imperfect solver's answer (the tag content), or null when it has none. With
+   * `heed`, what the trial's earlier reflections say went wrong is never done again.
+   */
+  skilled?(messages: readonly ChatMessage[], rng: Rng, epsilon: number, heed: boolean): string | null;
+  /** Whether `skilled` can heed reflections (the games that can say what a reflection warns of). */
+  heedsReflections?: boolean;
 }
 
 function playerBehaviour(
@@ -207,6 +218,7 @@ function playerBehaviour(
   tacticalRate: number,
   epsilon = 1,
   reflectionMoves = 0,
+  heed = false,
 ): ScriptedBehaviour {
   const kinds = Object.keys(p.malformed);
   return {
@@ -223,7 +235,7 @@ function playerBehaviour(
         if (moves.length > 0) return `<action>${rng.derive("tactical").pick(moves)}</action>`;
       }
       if (epsilon < 1 && p.skilled) {
-        const answer = p.skilled(messages, rng.derive("skilled"), epsilon);
+        const answer = p.skilled(messages, rng.derive("skilled"), epsilon, heed);
         if (answer !== null) return `<action>${answer}</action>`;
       }
       return `<action>${rng.derive("move").pick(legal)}</action>`;
@@ -544,8 +556,22 @@ export function minesweeperDeductions(rows: readonly string[]): { safe: number[]
   return { safe: [...safe].sort((a, b) => a - b), mines: [...mine].sort((a, b) => a - b) };
 }
 
+/** The cells (1-based row, col) that the trial's reflections so far named as mines. */
+export function minesNamedInReflections(messages: readonly ChatMessage[]): Set<string> {
+  const named = new Set<string>();
+  for (const m of messages) {
+    if (m.role !== "assistant") continue;
+    const remark = extractTag(m.content, "remark");
+    if (!remark.ok) continue;
+    for (const hit of remark.content.matchAll(/\((\d+), (\d+)\) was a mine/g))
+      named.add(`${hit[1]},${hit[2]}`);
+  }
+  return named;
+}
+
 const minesweeperPlayer: GamePlayer = {
-  skilled(messages, rng, epsilon) {
+  heedsReflections: true,
+  skilled(messages, rng, epsilon, heed) {
     const rows = minesweeperBoard(lastUserMessage(messages));
     if (rows.length === 0) return null;
     const C = rows[0].length;
@@ -555,11 +581,17 @@ const minesweeperPlayer: GamePlayer = {
       for (let c = 0; c < row.length; c++) if (row[c] === "?") closed.push(r * C + c);
     });
     if (closed.length === 0) return null;
-    if (rng.derive("eps").float() < epsilon) return cell(rng.derive("random").pick(closed));
+    // A heeding player skips the cells its reflections named as mines (unless nothing else is left).
+    const warned = heed ? minesNamedInReflections(messages) : new Set<string>();
+    const unwarned = (cells: readonly number[]) => {
+      const kept = cells.filter((i) => !warned.has(`${Math.floor(i / C) + 1},${(i % C) + 1}`));
+      return kept.length > 0 ? kept : cells;
+    };
+    if (rng.derive("eps").float() < epsilon) return cell(rng.derive("random").pick(unwarned(closed)));
     const { safe, mines } = minesweeperDeductions(rows);
     if (safe.length > 0) return cell(rng.derive("safe").pick(safe));
     const guesses = closed.filter((i) => !mines.includes(i));
-    return cell(rng.derive("guess").pick(guesses.length > 0 ? guesses : closed));
+    return cell(rng.derive("guess").pick(unwarned(guesses.length > 0 ? guesses : closed)));
   },
   legal(messages) {
     const rows = minesweeperBoard(lastUserMessage(messages));
@@ -606,7 +638,13 @@ const PLAYERS: Record<PretrainGame, GamePlayer> = {
  */
 export function unskilledBehaviour(
   game: string,
-  opts: { malformedRate?: number; tacticalRate?: number; epsilon?: number; reflectionMoves?: number } = {},
+  opts: {
+    malformedRate?: number;
+    tacticalRate?: number;
+    epsilon?: number;
+    reflectionMoves?: number;
+    heedReflections?: boolean;
+  } = {},
 ): ScriptedBehaviour {
   const rate = opts.malformedRate ?? 0.02;
   if (!(rate >= 0 && rate <= 1)) throw new RangeError(`malformedRate must be in [0, 1], got ${rate}`);
@@ -618,7 +656,13 @@ export function unskilledBehaviour(
   const moves = opts.reflectionMoves ?? 0;
   if (!(Number.isInteger(moves) && moves >= 0))
     throw new RangeError(`reflectionMoves must be an integer >= 0, got ${moves}`);
-  return playerBehaviour(PLAYERS[checkPretrainGame(game)], rate, tactical, epsilon, moves);
+  const player = PLAYERS[checkPretrainGame(game)];
+  const heed = opts.heedReflections ?? false;
+  if (heed && !player.heedsReflections)
+    throw new RangeError(`heedReflections is built for minesweeper only, not ${game}`);
+  if (heed && epsilon === 1)
+    throw new RangeError("heedReflections needs epsilon < 1 (the random player heeds nothing)");
+  return playerBehaviour(player, rate, tactical, epsilon, moves, heed);
 }
 
 /** Names of the malformed-answer kinds of `game` (for tests and logs). */
@@ -686,6 +730,7 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
       tacticalRate: opts.tacticalRate,
       epsilon: opts.epsilon,
       reflectionMoves: opts.reflectionMoves,
+      heedReflections: opts.heedReflections,
     }),
   );
   const makeTask = (s: TrialSpec) =>

@@ -71,6 +71,11 @@ export interface PretrainSettings {
    */
   reflectionMoves: number;
   /**
+   * MineSweeper: the corpus player's later attempts never reveal a cell that an earlier
+   * reflection named a mine (docs/design.md, puzzles). Other games reject it.
+   */
+  heedReflections: boolean;
+  /**
    * Each batch's gradient is computed in this many shards, one thread each (see sft-shards.ts).
    * The result depends on this count, not on how many cores run it.
    */
@@ -106,6 +111,7 @@ const SHARED_SETTINGS = {
   tacticalRate: 0,
   epsilon: 1,
   reflectionMoves: 0,
+  heedReflections: false,
   shards: 2,
 } as const;
 
@@ -248,6 +254,10 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     throw new UsageError(`epsilon must be a number in [0, 1], got ${s.epsilon}`);
   if (!(Number.isInteger(s.reflectionMoves) && s.reflectionMoves >= 0))
     throw new UsageError(`reflectionMoves must be an integer ≥ 0, got ${s.reflectionMoves}`);
+  if (s.heedReflections && game !== "minesweeper")
+    throw new UsageError(`heedReflections is built for minesweeper only, not ${game}`);
+  if (s.heedReflections && s.epsilon === 1)
+    throw new UsageError("heedReflections needs epsilon < 1 (the random player heeds nothing)");
   if (!(Number.isFinite(s.initStd) && s.initStd > 0))
     throw new UsageError(`initStd must be a number > 0, got ${s.initStd}`);
   if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
@@ -282,6 +292,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     tacticalRate: s.tacticalRate,
     epsilon: s.epsilon,
     reflectionMoves: s.reflectionMoves,
+    heedReflections: s.heedReflections,
     ...(opts.taskOptions ? { taskOptions: opts.taskOptions } : {}),
   });
   const corpusMs = performance.now() - t;
