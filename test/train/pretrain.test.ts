@@ -253,6 +253,7 @@ describe("mage pretrain", () => {
     const dir = await mkdtemp(join(tmpdir(), "mage-pretrain-"));
     dirs.push(dir);
     const out = join(dir, "ck");
+    const logged: string[] = [];
     const report = await runPretrain({
       game: "kuhn",
       out,
@@ -262,9 +263,14 @@ describe("mage pretrain", () => {
       corpusTrials: 60,
       evalTrials: 4,
       batchTokens: 1024,
-      progress: null,
+      progress: { isTTY: false, write: (s: string) => logged.push(s) } as unknown as NodeJS.WriteStream,
     });
     assert.ok(report.sft.lateMeanLoss < report.sft.earlyMeanLoss * 0.7, JSON.stringify(report.sft));
+    // The corpus line says how often the scripted player won.
+    const corpusLine = logged.find((l) => l.includes("corpus of")) ?? "";
+    const won = ((100 * (report.corpus.won ?? 0)) / report.corpus.trials).toFixed(1);
+    const first = ((100 * (report.corpus.wonFirst ?? 0)) / report.corpus.trials).toFixed(1);
+    assert.ok(corpusLine.includes(`won ${won}% (${first}% at attempt 1)`), `corpus line: ${corpusLine}`);
     assert.ok(report.evaluation && report.evaluation.playAnswers > 0);
     assert.equal(report.evaluation?.targets.length, 4);
     const onDisk = JSON.parse(readFileSync(join(out, REPORT_FILE), "utf8"));

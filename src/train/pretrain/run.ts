@@ -299,7 +299,8 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   cpu.corpusMs = lap();
   say(
     `pretrain ${game}: corpus of ${corpus.stats.trials} trials, ${corpus.stats.playResponses} play answers ` +
-      `(${corpus.stats.malformed} malformed), ${corpus.stats.reflections} reflections (${(corpusMs / 1000).toFixed(1)} s)`,
+      `(${corpus.stats.malformed} malformed), ${corpus.stats.reflections} reflections${corpusWinText(corpus.stats)} ` +
+      `(${(corpusMs / 1000).toFixed(1)} s)`,
   );
 
   // 2. tokenizer
@@ -453,4 +454,11 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   };
   await writeFileAtomic(join(out, REPORT_FILE), `${JSON.stringify(report, null, 2)}\n`);
   return report;
+}
+
+/** The scripted player's success, for the corpus line: ", won 73.4% (46.6% at attempt 1)". */
+function corpusWinText(stats: { trials: number; won?: number; wonFirst?: number }): string {
+  if (stats.trials === 0) return "";
+  const pct = (n: number) => `${((100 * n) / stats.trials).toFixed(1)}%`;
+  return `, won ${pct(stats.won ?? 0)} (${pct(stats.wonFirst ?? 0)} at attempt 1)`;
 }
