@@ -36,12 +36,51 @@ export function countAttemptOutcomes(records: readonly TrialRecord[]): AttemptOu
   return rows.map((row) => ({ ...row, meanScore: row.played > 0 ? row.meanScore / row.played : 0 }));
 }
 
+/** Later attempts against the moves that ended earlier lost attempts (see countLosingMoveRepeats). */
+export interface LosingMoveRepeats {
+  /** Attempts played after at least one lost attempt of their trial. */
+  after: number;
+  /** Those of them that play again a losing move of an earlier attempt. */
+  repeated: number;
+}
+
+/**
+ * Whether later attempts avoid what lost the earlier ones: a lost attempt's losing move is the
+ * agent's last valid move in it (MineSweeper: the mine it revealed; TicTacToe: the move the
+ * opponent's winning reply followed). Counts the attempts that come after a lost attempt and those
+ * that play one of the trial's losing moves so far again. Null when no trial has its play logged.
+ */
+export function countLosingMoveRepeats(records: readonly TrialRecord[]): LosingMoveRepeats | null {
+  let logged = false;
+  const out: LosingMoveRepeats = { after: 0, repeated: 0 };
+  for (const r of records) {
+    const attempts = r.memory?.attempts;
+    if (!attempts) continue;
+    logged = true;
+    const losing = new Set<string>();
+    attempts.forEach((a, k) => {
+      const moves = a.turns.filter((t) => t.valid).map((t) => t.action);
+      if (losing.size > 0) {
+        out.after += 1;
+        if (moves.some((m) => losing.has(m))) out.repeated += 1;
+      }
+      const summary = r.attempts[k];
+      if (summary && outcomeWord(summary) === "lost" && moves.length > 0) losing.add(moves[moves.length - 1]);
+    });
+  }
+  return logged ? out : null;
+}
+
 function pct(n: number, of: number): string {
   return of > 0 ? `${((100 * n) / of).toFixed(1)}%` : "–";
 }
 
 /** A plain-text table, one row per attempt, counts with their share of the attempts played. */
-export function formatAttemptOutcomes(rows: readonly AttemptOutcomeRow[], trials: number): string {
+export function formatAttemptOutcomes(
+  rows: readonly AttemptOutcomeRow[],
+  trials: number,
+  repeats: LosingMoveRepeats | null = null,
+): string {
   const header = ["attempt", "played", "won", "draw", "lost", "cut off", "mean score"];
   const body = rows.map((r) => [
     String(r.attempt),
@@ -63,5 +102,11 @@ export function formatAttemptOutcomes(rows: readonly AttemptOutcomeRow[], trials
     `${trials} trial(s); ${won} won (${pct(won, trials)}), by attempt:`,
     line(header),
     ...body.map(line),
+    ...(repeats && repeats.after > 0
+      ? [
+          `attempts after a lost one: ${repeats.after}; ${repeats.repeated} (${pct(repeats.repeated, repeats.after)}) ` +
+            "play again the last move of an earlier lost attempt (MineSweeper: the mine)",
+        ]
+      : []),
   ].join("\n");
 }

@@ -6,6 +6,7 @@ import { describe, it } from "node:test";
 import { COMMANDS } from "../../src/cli/commands/index.js";
 import { command } from "../../src/cli/commands/replay.js";
 import { UsageError } from "../../src/core/errors.js";
+import { countLosingMoveRepeats } from "../../src/replay/outcomes.js";
 import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../src/replay/read.js";
 import { renderTrial, trialLine } from "../../src/replay/render.js";
 import { runCommand } from "../cli/run-command.js";
@@ -57,6 +58,23 @@ describe("replay", () => {
     assert.match(renderTrial(noMemory), /keeps outcomes only/);
   });
 
+  it("counts the attempts after a lost one that play its losing move again", () => {
+    type Memory = { attempts: { turns: { action: string; valid: boolean }[] }[] };
+    const varied = trial(3, ["lost", "lost", "lost", "won"]);
+    const moves = ["(1, 1)", "(2, 2)", "(1, 1)", "(3, 3)"];
+    (varied.memory as Memory).attempts.forEach((a, k) => {
+      a.turns[1].action = moves[k];
+    });
+    const records = readTrialLog(
+      resolveTrialLog(writeLog([JSON.stringify(varied), JSON.stringify(trial(4, ["won"]))])),
+    ).records;
+    // Attempt 2 avoids (1, 1); attempt 3 plays it again; attempt 4 plays a new cell. The invalid
+    // turn of every attempt (no action) counts for nothing.
+    assert.deepEqual(countLosingMoveRepeats(records), { after: 3, repeated: 1 });
+    const noPlay = records.map((r) => ({ ...r, memory: undefined }) as TrialRecord);
+    assert.equal(countLosingMoveRepeats(noPlay), null, "no logged play, no count");
+  });
+
   it("lists by default and replays the trials a selection matches", async () => {
     assert.equal((await COMMANDS.replay()).name, "replay");
     const dir = writeLog([
@@ -92,7 +110,12 @@ describe("replay", () => {
     assert.equal(rows[0], "3 trial(s); 2 won (66.7%), by attempt:");
     assert.match(rows[2], /^1\s+3\s+1 \(33\.3%\)\s+0 \(0\.0%\)\s+2 \(66\.7%\)\s+0 \(0\.0%\)\s+-0\.333$/);
     assert.match(rows[3], /^2\s+2\s+1 \(50\.0%\)\s+0 \(0\.0%\)\s+1 \(50\.0%\)\s+0 \(0\.0%\)\s+\+0\.000$/);
-    assert.equal(rows.length, 4);
+    // Every fixture attempt's valid move is (1, 1): both attempts after a lost one play it again.
+    assert.equal(
+      rows[4],
+      "attempts after a lost one: 2; 2 (100.0%) play again the last move of an earlier lost attempt (MineSweeper: the mine)",
+    );
+    assert.equal(rows.length, 5);
     const randomOnly = await runCli([dir, "--outcomes", "--opponent", "random"]);
     assert.match(randomOnly.out, /^1 trial\(s\); 0 won \(0\.0%\)/);
 

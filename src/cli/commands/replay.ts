@@ -1,7 +1,11 @@
 import { UsageError } from "../../core/errors.js";
 import { countTactics, formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { isOutcome, isSelecting, matchesTrial, OUTCOMES, type TrialFilter } from "../../replay/filter.js";
-import { countAttemptOutcomes, formatAttemptOutcomes } from "../../replay/outcomes.js";
+import {
+  countAttemptOutcomes,
+  countLosingMoveRepeats,
+  formatAttemptOutcomes,
+} from "../../replay/outcomes.js";
 import { readTrialLog, resolveTrialLog } from "../../replay/read.js";
 import { renderTrial, trialLine } from "../../replay/render.js";
 import { intFlag, parseFlags } from "../args.js";
@@ -21,7 +25,8 @@ const USAGE = [
   "  --tactics (TicTacToe): over every matching trial, how often the agent took a one-move win and",
   "  blocked the opponent's when it could.",
   "  --outcomes: over every matching trial, how each attempt ended (won, draw, lost, cut off) and its",
-  "  mean score: whether later attempts win by trying something new or by playing again.",
+  "  mean score: whether later attempts win by trying something new or by playing again; with the",
+  "  trials' play logged, how many attempts after a lost one play its losing move again.",
 ].join("\n");
 
 export const command: Command = {
@@ -83,7 +88,13 @@ export const command: Command = {
       return selecting ? 1 : 0;
     }
     if (values.outcomes) {
-      console.log(formatAttemptOutcomes(countAttemptOutcomes(selected), selected.length));
+      console.log(
+        formatAttemptOutcomes(
+          countAttemptOutcomes(selected),
+          selected.length,
+          countLosingMoveRepeats(selected),
+        ),
+      );
       return 0;
     }
     if (values.tactics) {
