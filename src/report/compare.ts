@@ -1,4 +1,5 @@
 import type { CellResult } from "../evaluate/evaluate.js";
+import type { MageConfig } from "../train/config.js";
 import type { EvalSnapshot } from "../train/summary.js";
 import type { BootstrapEstimate, HierarchicalBootstrap, SeedMetrics } from "./bootstrap.js";
 import type { Experiment } from "./experiments.js";
@@ -25,7 +26,7 @@ export const LAMER = "lamer";
 export const RL_BASELINES: readonly string[] = ["grpo", "gigpo"];
 
 export const METHOD_DESCRIPTIONS: Record<string, string> = {
-  mage: "MAGE: final-episode (differential) reward, agent-scope normalisation, reflection, γ_traj 0.6",
+  mage: "MAGE: final-episode (differential) reward, normalisation per agent (task × opponent × seat), reflection",
   lamer: "LaMer-style: per-attempt reward, task scope",
   grpo: "single-episode RL (GRPO)",
   gigpo: "single-episode RL (GiGPO)",
@@ -37,6 +38,32 @@ export const METHOD_DESCRIPTIONS: Record<string, string> = {
   "mage-gamma0.9": "MAGE with γ_traj = 0.9",
   "mage-wide-pool": "MAGE trained against the wider pool (adds bots that call bluffs and bet strong hands)",
 };
+
+/**
+ * What a run was trained with, read from its config, e.g. "differential credit, γ_step 0.95,
+ * γ_traj 0.9, GiGPO advantages over task scope, 3 attempts, reflection_only": the grid's own
+ * settings next to the method's generic description (a preset's γ_traj differs by game).
+ */
+export function methodSettings(config: MageConfig): string | null {
+  // Summaries written by older versions may lack fields: say nothing rather than guess.
+  const { task, train, credit, advantage } = config as Partial<MageConfig>;
+  if (task?.attempts === undefined || task.reflection === undefined) return null;
+  const play = (attempts: number, reflection: string) =>
+    `${attempts} attempt${attempts === 1 ? "" : "s"}` +
+    (attempts > 1 ? `, ${reflection === "none" ? "no reflection" : reflection}` : "");
+  const trained = play(task.attempts, task.reflection);
+  const evalAttempts = config.eval?.attempts ?? task.attempts;
+  const evalReflection = config.eval?.reflection ?? task.reflection;
+  const evaluated = play(evalAttempts, evalReflection);
+  if (train?.updates === false) return `no training; evaluated with ${evaluated}`;
+  if (credit?.mode === undefined || advantage?.scope === undefined) return null;
+  const estimator = advantage.estimator === "gigpo" ? "GiGPO" : "GRPO";
+  return (
+    `${credit.mode} credit, γ_step ${credit.stepGamma}, γ_traj ${credit.trajGamma}, ` +
+    `${estimator} advantages over ${advantage.scope} scope, ${trained}` +
+    (evaluated !== trained ? `; evaluated with ${evaluated}` : "")
+  );
+}
 
 export function methodRank(name: string): number {
   const i = MAIN_METHODS.indexOf(name);

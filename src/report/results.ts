@@ -17,6 +17,7 @@ import {
   METHOD_DESCRIPTIONS,
   type MethodRuns,
   methodEstimate,
+  methodSettings,
   pairedDifference,
   RL_BASELINES,
   seedMetrics,
@@ -1067,7 +1068,14 @@ function experimentSection(ctx: Ctx, e: Experiment): void {
     if (games.length > 1) ctx.out.push(`### ${gameTitle(eg.game)}`, "");
     const described = eg.methods.filter((m) => METHOD_DESCRIPTIONS[m.name]);
     if (described.length > 0) {
-      ctx.out.push(...described.map((m) => `- \`${m.name}\`: ${METHOD_DESCRIPTIONS[m.name]}`), "");
+      ctx.out.push(
+        ...described.map((m) => {
+          const config = m.runs[0]?.summary.config;
+          const settings = config ? methodSettings(config) : null;
+          return `- \`${m.name}\`: ${METHOD_DESCRIPTIONS[m.name]}${settings ? ` (here: ${settings})` : ""}`;
+        }),
+        "",
+      );
     }
     const cells = cellsOf(eg.methods, "final");
     const missingFinal = eg.methods.flatMap((m) =>

@@ -7,11 +7,12 @@ import { command } from "../../src/cli/commands/report.js";
 import type { CellResult } from "../../src/evaluate/evaluate.js";
 import { kuhnCalibration } from "../../src/evaluate/kuhn-calibration.js";
 import { HierarchicalBootstrap } from "../../src/report/bootstrap.js";
-import { experimentGames } from "../../src/report/compare.js";
+import { experimentGames, methodSettings } from "../../src/report/compare.js";
 import { type Experiment, isExperimentsFolder, loadExperiments } from "../../src/report/experiments.js";
 import { loadSummaries } from "../../src/report/load.js";
 import { buildResults } from "../../src/report/results.js";
 import { computeTargets, mainExperiment, type TargetLine } from "../../src/report/targets.js";
+import { type MageConfig, validateConfig } from "../../src/train/config.js";
 import type { RunSummary } from "../../src/train/summary.js";
 import { makeSummary } from "./fixtures.js";
 import { metricsOf } from "./histograms.js";
@@ -567,5 +568,37 @@ describe("results document", () => {
     }
     assert.match(readFileSync(plain, "utf8"), /^# mage report/);
     await assert.rejects(command.run([exp, "--runs", "--results"]), /exclude each other/);
+  });
+});
+
+describe("method settings in the results report", () => {
+  it("come from each grid's own config, not from a fixed description", () => {
+    const sokobanMage = validateConfig({
+      game: "sokoban",
+      credit: { mode: "differential", trajGamma: 0.9 },
+      advantage: { scope: "task" },
+      task: { attempts: 3, reflection: "reflection_only" },
+    });
+    const text = methodSettings(sokobanMage) ?? "";
+    assert.match(
+      text,
+      /^differential credit, γ_step 0\.95, γ_traj 0\.9, GiGPO advantages over task scope/,
+      text,
+    );
+    assert.ok(text.endsWith("3 attempts, reflection_only"), text);
+    const gigpo = validateConfig({
+      game: "sokoban",
+      task: { attempts: 1 },
+      eval: { attempts: 3, reflection: "none" },
+    });
+    assert.ok((methodSettings(gigpo) ?? "").endsWith("1 attempt; evaluated with 3 attempts, no reflection"));
+    const zeroshot = validateConfig({
+      game: "sokoban",
+      train: { updates: false },
+      eval: { attempts: 3, reflection: "none" },
+    });
+    assert.equal(methodSettings(zeroshot), "no training; evaluated with 3 attempts, no reflection");
+    const old = { game: "kuhn" } as unknown as MageConfig;
+    assert.equal(methodSettings(old), null, "a summary without the fields says nothing");
   });
 });
