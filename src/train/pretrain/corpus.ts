@@ -665,6 +665,11 @@ export function unskilledBehaviour(
   return playerBehaviour(player, rate, tactical, epsilon, moves, heed);
 }
 
+/** Whether `game`'s corpus player can heed its reflections (`heedReflections`). */
+export function heedsReflections(game: string): boolean {
+  return PLAYERS[checkPretrainGame(game)].heedsReflections === true;
+}
+
 /** Names of the malformed-answer kinds of `game` (for tests and logs). */
 export function malformedKinds(game: string): string[] {
   return Object.keys(PLAYERS[checkPretrainGame(game)].malformed);

@@ -27,6 +27,7 @@ import {
   type CorpusStats,
   checkPretrainGame,
   corpusTexts,
+  heedsReflections,
   type PretrainGame,
 } from "./corpus.js";
 import { evaluatePretrained, type PretrainEvaluation } from "./evaluate.js";
@@ -254,7 +255,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     throw new UsageError(`epsilon must be a number in [0, 1], got ${s.epsilon}`);
   if (!(Number.isInteger(s.reflectionMoves) && s.reflectionMoves >= 0))
     throw new UsageError(`reflectionMoves must be an integer ≥ 0, got ${s.reflectionMoves}`);
-  if (s.heedReflections && game !== "minesweeper")
+  if (s.heedReflections && !heedsReflections(game))
     throw new UsageError(`heedReflections is built for minesweeper only, not ${game}`);
   if (s.heedReflections && s.epsilon === 1)
     throw new UsageError("heedReflections needs epsilon < 1 (the random player heeds nothing)");
