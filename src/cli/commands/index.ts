@@ -21,4 +21,6 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   replay: async () => (await import("./replay.js")).command,
   dashboard: async () => (await import("./dashboard.js")).command,
   "export-hf": async () => (await import("./export-hf.js")).command,
+  "import-gguf": async () => (await import("./import-gguf.js")).command,
+  "fetch-model": async () => (await import("./fetch-model.js")).command,
 };
