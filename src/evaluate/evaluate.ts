@@ -5,6 +5,7 @@ import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { PromptStyle, ReflectionType, TaskOptions } from "../tasks/types.js";
 import { computeTrialMetrics, type TrialMetrics, type TrialOutcome } from "./metrics.js";
+import { countingAnswers, type EvalProgress, ProgressTally } from "./progress.js";
 
 /**
  * Evaluation protocol: for every cell (opponent × seat) play `trials` trials of `attempts`
@@ -43,6 +44,11 @@ export interface EvalOptions {
   onTrial?: (trial: TrialRecord, cell: EvalCell) => void;
   /** Checked between generation batches; true stops the evaluation (see isRolloutStop). */
   shouldStop?: () => boolean;
+  /**
+   * Called at the start, after every batch of answers and after every finished trial, with the
+   * counts so far (e.g. `EvalProgressBar.update`); the last call has every trial done.
+   */
+  onProgress?: (progress: EvalProgress) => void;
 }
 
 export interface CellResult {
@@ -89,6 +95,16 @@ export async function evaluate(
       cellOf.set(trialId, cell);
     }
   });
+  const tally = o.onProgress ? new ProgressTally(o.cells, o.trials) : null;
+  const reportProgress = () => {
+    if (tally) o.onProgress?.(tally.snapshot());
+  };
+  const sampler = tally
+    ? countingAnswers(policy, (count) => {
+        tally.answered(count);
+        reportProgress();
+      })
+    : policy;
   const runner: RunnerOptions = {
     attempts: o.attempts,
     maxTurns: o.maxTurns,
@@ -100,6 +116,7 @@ export async function evaluate(
     concurrency: o.concurrency ?? 1,
     ...(o.contextOverflow ? { contextOverflow: o.contextOverflow } : {}),
   };
+  reportProgress();
   const records = await runTrials(
     specs,
     (s) =>
@@ -109,11 +126,15 @@ export async function evaluate(
         replayOpponent: o.replayOpponent ?? false,
         ...(o.taskOptions ?? {}),
       }),
-    policy,
+    sampler,
     root,
     runner,
     {
-      onTrialEnd: (t) => o.onTrial?.(t, cellOf.get(t.trialId)!),
+      onTrialEnd: (t) => {
+        o.onTrial?.(t, cellOf.get(t.trialId)!);
+        tally?.trialEnded(Math.floor(t.trialId / o.trials), t);
+        reportProgress();
+      },
       ...(o.shouldStop ? { shouldStop: o.shouldStop } : {}),
     },
   );

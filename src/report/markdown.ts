@@ -2,6 +2,7 @@ import type { CellResult } from "../evaluate/evaluate.js";
 import type { Estimate, TrialMetrics } from "../evaluate/metrics.js";
 import type { EvalSnapshot, RunSummary } from "../train/summary.js";
 import type { LoadedSummary } from "./load.js";
+import { modelColumn } from "./model.js";
 import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
 
 /**
@@ -224,6 +225,7 @@ function wallText(s: RunSummary): string {
 }
 
 function runsTable(runs: readonly LoadedSummary[], linkOf: (p: string) => string): string {
+  const model = modelColumn(runs.map((r) => r.summary));
   const head = [
     "run",
     "game",
@@ -235,7 +237,7 @@ function runsTable(runs: readonly LoadedSummary[], linkOf: (p: string) => string
     "attempts",
     "group",
     "lr",
-    "preset",
+    model.head,
     "iterations",
     "wall-clock",
     "kernels",
@@ -255,7 +257,7 @@ function runsTable(runs: readonly LoadedSummary[], linkOf: (p: string) => string
       attemptsText(s),
       updates ? String(c?.rollout?.groupSize ?? DASH) : DASH,
       updates ? formatSmall(c?.optim?.lr) : DASH,
-      c?.model?.preset ?? DASH,
+      model.cell(s),
       `${s.iterationsDone}/${c?.train?.iterations ?? "?"}`,
       wallText(s),
       s.meta?.kernels ?? DASH,

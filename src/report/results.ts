@@ -37,6 +37,7 @@ import {
   shortCommit,
   table,
 } from "./markdown.js";
+import { isTorchRun, modelColumn } from "./model.js";
 import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
 import { computeTargets, kuhnBestPossible, mainExperiment, type TargetLine } from "./targets.js";
 
@@ -991,6 +992,8 @@ function diversitySection(ctx: Ctx, files: readonly DiversityFile[], game: strin
 function runsTable(ctx: Ctx, e: Experiment): void {
   const status = new Map((e.info?.runs ?? []).map((r) => [`${r.method}\u0000${r.seed}`, r]));
   const have = new Set(e.runs.map((r) => `${r.summary.name}\u0000${r.summary.seed}`));
+  // Grids of the embedded model leave the model out, as they always did; torch runs name theirs.
+  const model = e.runs.some((r) => isTorchRun(r.summary)) ? modelColumn(e.runs.map((r) => r.summary)) : null;
   const rows: string[][] = e.runs
     .slice()
     .sort((a, b) => compareMethodNames(a.summary.name, b.summary.name) || a.summary.seed - b.summary.seed)
@@ -1000,6 +1003,7 @@ function runsTable(ctx: Ctx, e: Experiment): void {
         s.name,
         String(s.seed),
         gameTitle(s.game),
+        ...(model ? [model.cell(s)] : []),
         st?.status && st.status !== "pending" && st.status !== "running" ? st.status : "done",
         `${s.iterationsDone}/${s.config?.train?.iterations ?? "?"}`,
         formatDuration(wallOf(s)),
@@ -1015,6 +1019,7 @@ function runsTable(ctx: Ctx, e: Experiment): void {
       r.method,
       String(r.seed),
       DASH,
+      ...(model ? [DASH] : []),
       r.status ?? "no summary",
       DASH,
       r.wallSeconds !== undefined ? formatDuration(r.wallSeconds) : DASH,
@@ -1032,6 +1037,7 @@ function runsTable(ctx: Ctx, e: Experiment): void {
         "method",
         "seed",
         "game",
+        ...(model ? [model.head] : []),
         "status",
         "iterations",
         "wall-clock",

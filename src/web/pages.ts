@@ -5,6 +5,7 @@ import { countAttemptOutcomes } from "../replay/outcomes.js";
 import type { TrialRecord } from "../replay/read.js";
 import { renderTrial, trialLine } from "../replay/render.js";
 import { formatDuration, formatPercent, formatScore, scoreFirst, scoreName } from "../report/markdown.js";
+import { modelDetails } from "../report/model.js";
 import type { EvalSnapshot, RunSummary } from "../train/summary.js";
 import { escapeHtml, href } from "./html.js";
 import { type DashboardRun, TRIAL_LOGS, type TrialLogKey } from "./runs.js";
@@ -114,6 +115,11 @@ ${sections.join("\n")}
 </form>`;
 }
 
+/** Which model the run trained: an embedded preset, or a torch run's model, backend, LoRA and weights hash. */
+function modelLine(s: RunSummary): string {
+  return `<p class="model">model: ${modelDetails(s).map(escapeHtml).join(" · ")}</p>`;
+}
+
 function resumeHint(run: DashboardRun): string {
   if (run.state !== "stopped" || run.runDir === null) return "";
   const dir = run.id;
@@ -151,6 +157,7 @@ export function runBody(
   const title = /^\s*<h1>.*?<\/h1>/s.exec(reportHtml);
   return `${title ? title[0] : `<h1>${escapeHtml(runLabel(s))}</h1>`}
 <p>${stateText(run, nowMs)} · ${progressBar(s.iterationsDone, s.config.train.iterations)} · ${escapeHtml(run.summaryPath)}</p>
+${modelLine(s)}
 ${resumeHint(run)}
 ${logLinks(run)}
 ${logTail(trainLogTail)}

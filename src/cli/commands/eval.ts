@@ -2,6 +2,7 @@ import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells, HARDER_SEED_RANGE } from "../../evaluate/evaluate.js";
+import { EvalProgressBar } from "../../evaluate/progress.js";
 import { openTorchCheckpoint } from "../../learner/torch/open-checkpoint.js";
 import { isTorchCheckpoint, readCheckpointMeta } from "../../model/checkpoint.js";
 import { type OpenedPolicy, openPolicy } from "../../policy/factory.js";
@@ -30,7 +31,7 @@ import type { Command } from "../command.js";
 const USAGE = [
   "mage eval (--checkpoint DIR | --policy SPEC) [--game G] --opponent SPEC[,SPEC...] [--seat first|second|both]",
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
-  "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json]",
+  "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json] [--quiet]",
   "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none] [--knobs YAML] [--harder]",
   "          [--game remote --env-url URL --env-name NAME [--env-config JSON]]",
   "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
@@ -39,6 +40,7 @@ const USAGE = [
   "          default: the knobs the checkpoint trained with (else the reference's 6x6 levels)",
   "  --harder: draw the levels from the harder set's seed range [2^32, 2^33) instead of [2^16, 2^32)",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
+  "  --json: the results as one JSON object on stdout; progress goes to stderr (--quiet: none)",
   "  --seen: the opponents the policy trained against, so results say seen or unseen. A checkpoint",
   "          records its pool and needs no flag; a served or GGUF model cannot tell, so without",
   "          --seen every opponent counts as unseen. --seen none marks them all unseen.",
@@ -135,6 +137,7 @@ export const command: Command = {
         harder: { type: "boolean" },
         out: { type: "string" },
         json: { type: "boolean" },
+        quiet: { type: "boolean" },
       },
       USAGE,
     );
@@ -262,6 +265,7 @@ export const command: Command = {
     const out = values.out ?? `runs/eval/${game}-s${seed}.jsonl`;
     mkdirSync(dirname(out), { recursive: true });
     writeFileSync(out, "");
+    const progress = values.quiet ? null : new EvalProgressBar({ label: "eval" });
     try {
       let result: Awaited<ReturnType<typeof evaluate>>;
       try {
@@ -285,6 +289,7 @@ export const command: Command = {
           ...(values.harder ? { seedRange: HARDER_SEED_RANGE } : {}),
           contextOverflow: overflow as ContextOverflow,
           concurrency: opened.kind === "embedded" || opened.kind === "torch" ? 1 : 8,
+          ...(progress ? { onProgress: progress.update } : {}),
           onTrial: (t) =>
             appendFileSync(
               out,
@@ -292,6 +297,7 @@ export const command: Command = {
             ),
         });
       } catch (err) {
+        progress?.finish();
         if (!(err instanceof RolloutAbortedError)) throw err;
         // Every trial, finished or in flight, is already in the file (in-flight ones marked
         // "aborted": true); no metric is computed, so aborted trials never count as losses.
@@ -303,6 +309,7 @@ export const command: Command = {
         );
         return 1;
       }
+      progress?.finish();
       if (values.json) {
         console.log(JSON.stringify({ policy: spec, game, cells: result.cells, trialsFile: out }));
       } else {
