@@ -3,17 +3,20 @@ checkpoints of the policy, for one process or one rank of an FSDP group."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from . import batch as B
 from .dist import Dist
@@ -81,13 +84,100 @@ def make_optimizer(model: torch.nn.Module, spec: OptimizerSpec, decaying: set[st
     return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, foreach=False)
 
 
-def score(model: torch.nn.Module, seqs: list[B.Sequence], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-prob and entropy (float32, differentiable) of every scored token of `seqs`, in order."""
+# Floats of logits the output head produces at once (64 MiB in float32): scoring applies the head
+# to the scored positions in chunks of this many logits, whatever the vocabulary, instead of to
+# every position of the batch at once (B×T×V floats, tens of GB with a real vocabulary).
+HEAD_CHUNK_LOGITS = 1 << 24
+
+
+def score(
+    model: torch.nn.Module, seqs: list[B.Sequence], device: torch.device, *, chunk_logits: int = HEAD_CHUNK_LOGITS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-prob and entropy (float32, differentiable) of every scored token of `seqs`, in order.
+    Never materializes the logits of every position: during the model's own forward, its output
+    head is replaced by `ChunkedScoring`, which receives the final (post-norm) hidden states and
+    returns the scores instead of logits. Inside the forward, so that FSDP has the head's weights
+    unsharded and re-unshards them for the backward (the scores are the root's output)."""
     p = B.pad(seqs, device)
-    out = model(input_ids=p.ids, attention_mask=p.attention, use_cache=False)
-    logits = out.logits[:, :-1][p.scored].float()
-    targets = p.ids[:, 1:][p.scored]
-    lsm = torch.log_softmax(logits, dim=-1)
+    head = output_head(model)
+    scoring = ChunkedScoring(head.forward, p.scored, p.ids[:, 1:][p.scored], chunk_logits)
+    with forward_replaced(head, scoring):
+        out = model(input_ids=p.ids, attention_mask=p.attention, use_cache=False)
+    if scoring.result is None or out.logits is not scoring.result:
+        name = type(unwrap(model)).__name__
+        raise usage(f"{name} does not return its output head's output as its logits (it transforms them after the head), which the worker's scoring cannot reproduce", "model.torch.path")
+    return out.logits[0], out.logits[1]
+
+
+def output_head(model: torch.nn.Module) -> torch.nn.Module:
+    """The causal LM's output head module (under FSDP and peft too; a LoRA-wrapped head stays wrapped)."""
+    inner = unwrap(model)
+    get_base = getattr(inner, "get_base_model", None)
+    base = get_base() if callable(get_base) else inner
+    get_head = getattr(base, "get_output_embeddings", None)
+    head = get_head() if callable(get_head) else None
+    if not isinstance(head, torch.nn.Module):
+        raise usage(f"{type(base).__name__} has no output head", "model.torch.path")
+    return head
+
+
+@contextlib.contextmanager
+def forward_replaced(module: torch.nn.Module, forward: Callable[..., Any]) -> Iterator[None]:
+    """`module` runs `forward` instead of its own while inside."""
+    own = module.__dict__.get("forward")  # an instance-level forward (e.g. an offloading hook) comes back after
+    module.forward = forward
+    try:
+        yield
+    finally:
+        if own is None:
+            del module.forward
+        else:
+            module.forward = own
+
+
+class ChunkedScoring:
+    """Stands in for an output head for one forward: from the hidden states (B, T, H) it returns
+    the log-prob of each scored token and the entropy at its position, stacked (2, N) in float32,
+    applying the real head to `chunk_logits` logits' worth of scored positions at a time."""
+
+    def __init__(self, head: Callable[[torch.Tensor], torch.Tensor], scored: torch.Tensor, targets: torch.Tensor, chunk_logits: int) -> None:
+        self.head = head
+        self.scored = scored  # (B, T-1): position t predicts token t+1
+        self.targets = targets
+        self.chunk_logits = chunk_logits
+        self.result: torch.Tensor | None = None
+
+    def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.result is not None or hidden.shape[:2] != (self.scored.shape[0], self.scored.shape[1] + 1):
+            raise usage("the model calls its output head other than once over every position; scoring cannot replace it", "model.torch.path")
+        picked = hidden[:, :-1][self.scored]
+        rows = max(1, self.chunk_logits // self._vocab_size(picked))
+        parts = [chunk_scores(self.head, picked[i : i + rows], self.targets[i : i + rows]) for i in range(0, len(self.targets), rows)]
+        if not parts:
+            self.result = torch.zeros((2, 0), dtype=torch.float32, device=hidden.device)
+        else:
+            self.result = torch.stack([torch.cat([lp for lp, _ in parts]), torch.cat([ent for _, ent in parts])])
+        return self.result
+
+    def _vocab_size(self, picked: torch.Tensor) -> int:
+        if len(picked) == 0:
+            return 1
+        with torch.no_grad():
+            return int(self.head(picked[:1]).shape[-1])
+
+
+def chunk_scores(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`head_scores` of one chunk; under autograd recomputed in the backward pass, so that only one
+    chunk's logits (and their gradient) exist at a time instead of every chunk's."""
+    if not torch.is_grad_enabled():
+        return head_scores(head, hidden, targets)
+    out = checkpoint(head_scores, head, hidden, targets, use_reentrant=False)
+    return out[0], out[1]
+
+
+def head_scores(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-prob of each target and entropy of each row's next-token distribution, in float32."""
+    lsm = torch.log_softmax(head(hidden).float(), dim=-1)
     logp = lsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = -(lsm.exp() * lsm).sum(-1)
     return logp, entropy
@@ -113,8 +203,10 @@ class Learner:
         which = req.get("model", "policy")
         if which not in ("policy", "reference"):
             raise usage(f"logprobs model must be policy or reference, got {which!r}", "model")
+        budget = micro_batch_tokens(req)
         local = seqs[self.dist.rank :: self.dist.world]
-        rounds = self.dist.max_int(1 if local else 0)
+        groups = B.micro_batches(local, budget)
+        rounds = self.dist.max_int(len(groups))
         self.model.eval()
         with torch.no_grad():
             if which == "reference":
@@ -122,9 +214,9 @@ class Learner:
                     raise usage("logprobs model=reference under FSDP needs LoRA (the frozen copy is not kept per rank)", "reference")
                 with reference_policy(self.loaded) as ref:
                     mod = self.model if self.loaded.lora is not None else ref
-                    lp, ent = self._score_local(mod, local, rounds)
+                    lp, ent = self._score_local(mod, groups, rounds)
             else:
-                lp, ent = self._score_local(self.model, local, rounds)
+                lp, ent = self._score_local(self.model, groups, rounds)
         n = sum(s.scored for s in seqs)
         logp = np.zeros(n, np.float64)
         entropy = np.zeros(n, np.float64)
@@ -137,13 +229,18 @@ class Learner:
                 at += cnt
         return {}, {"logp": logp, "entropy": entropy}
 
-    def _score_local(self, model: torch.nn.Module, local: list[B.Sequence], rounds: int) -> tuple[Array, Array]:
-        if not local:
-            if rounds > 0:  # FSDP: every rank joins every forward's collectives
+    def _score_local(self, model: torch.nn.Module, groups: list[list[B.Sequence]], rounds: int) -> tuple[Array, Array]:
+        """This rank's micro-batches scored one at a time, concatenated in order."""
+        lps: list[Array] = [np.zeros(0)]
+        ents: list[Array] = [np.zeros(0)]
+        for i in range(rounds):
+            if i >= len(groups):  # FSDP: every rank joins every forward's collectives
                 self._dummy_forward(model, backward=False)
-            return np.zeros(0), np.zeros(0)
-        lp, ent = score(model, local, self.device)
-        return lp.double().cpu().numpy(), ent.double().cpu().numpy()
+                continue
+            lp, ent = score(model, groups[i], self.device)
+            lps.append(lp.double().cpu().numpy())
+            ents.append(ent.double().cpu().numpy())
+        return np.concatenate(lps), np.concatenate(ents)
 
     def _dummy_forward(self, model: torch.nn.Module, backward: bool) -> None:
         ids = torch.zeros((1, 2), dtype=torch.long, device=self.device)
@@ -166,9 +263,7 @@ class Learner:
         opts = PpoOptions.from_json(req.get("loss"))
         if opts.kl_coef != 0 and ref is None:
             raise usage("loss.klCoef is set but the request has no ref_logp", "loss.klCoef")
-        budget = req.get("microBatchTokens")
-        if budget is not None:
-            budget = B.as_int(budget, "microBatchTokens", 1)
+        budget = micro_batch_tokens(req)
         lr = req.get("lr", self.spec.lr)
         if not isinstance(lr, (int, float)) or lr < 0:
             raise usage(f"lr must be a number ≥ 0, got {lr!r}", "lr")
@@ -320,6 +415,12 @@ class Learner:
             torch.cuda.set_rng_state_all(rng["cuda"])
         self.step = int(meta.get("step", 0))
         return {"step": self.step}
+
+
+def micro_batch_tokens(req: dict[str, Any]) -> int | None:
+    """The request's `microBatchTokens` (at most that many tokens per forward), or None for one pass."""
+    budget = req.get("microBatchTokens")
+    return None if budget is None else B.as_int(budget, "microBatchTokens", 1)
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -103,3 +103,15 @@ def test_sampling_conventions() -> None:
     tok, lp = sample_row(logits, SamplingParams(1), 0.5)
     assert tok == int(np.searchsorted(cdf, 0.5, side="right")) and lp == pytest.approx(ls[tok])
     assert sample_row(logits, SamplingParams(1, temperature=0.0), 0.3) == (1, 0.0)
+
+
+def test_top_k_order_is_the_stable_sort_prefix() -> None:
+    from mage_learner.sampling import top_k_order
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        v = int(rng.integers(2, 200))
+        # Half the rows with many ties (small integers), half with distinct values.
+        x = rng.integers(-3, 4, size=v).astype(np.float64) if trial % 2 else rng.normal(size=v)
+        k = int(rng.integers(1, v + 1))
+        assert top_k_order(x, k).tolist() == np.argsort(-x, kind="stable")[:k].tolist()

@@ -26,7 +26,7 @@ export interface ScoredTokens {
 
 export interface LearnerUpdateResult {
   loss: number;
-  /** The PPO loss's metrics: pg_loss, clipfrac, kl, entropy, ppo_kl. */
+  /** The PPO loss's metrics: pg_loss, clipfrac, kl, entropy, ppo_kl (the torch learner adds worker_peak_rss_mb). */
   metrics: Record<string, number>;
   gradNorm: number;
   lr: number;
@@ -49,8 +49,15 @@ export interface TrainLearner {
   /** Whether `logprobs(…, "reference")` is available (the frozen starting weights, for the KL term). */
   readonly hasReference: boolean;
   render(transcripts: readonly (readonly ChatMessage[])[]): Promise<RenderedTranscript[]>;
-  /** Teacher-forced log-probs and entropies of the batch's scored tokens, without gradient. */
-  logprobs(batch: Batch, model?: "policy" | "reference"): Promise<ScoredTokens>;
+  /**
+   * Teacher-forced log-probs and entropies of the batch's scored tokens, without gradient;
+   * `microBatchTokens` caps the tokens of one forward pass where the learner batches by tokens.
+   */
+  logprobs(
+    batch: Batch,
+    model?: "policy" | "reference",
+    opts?: { microBatchTokens?: number },
+  ): Promise<ScoredTokens>;
   /** One optimizer step with the PPO loss (`src/algo/ppo-loss.ts`) over the whole batch. */
   update(
     batch: Batch,
@@ -63,4 +70,6 @@ export interface TrainLearner {
   /** Loads weights and optimizer state from a run checkpoint `save` wrote; returns the run's JSON state. */
   restore(dir: string): Promise<unknown>;
   close(): Promise<void>;
+  /** Where the learner's time went since the last call (ms per part), then cleared; absent when untracked. */
+  takeTimings?(): Record<string, number>;
 }

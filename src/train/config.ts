@@ -123,6 +123,11 @@ export const TorchModelSchema = z
     rolloutWeightsDir: z.string().min(1).nullable().default(null),
     /** Longest a single worker request may take. */
     timeoutSeconds: z.number().positive().default(1800),
+    /**
+     * Memory the worker's sampler may keep for keys and values of earlier samples, so a later turn
+     * of the same conversation prefills only its new tokens (0: off).
+     */
+    prefixCacheMB: z.number().min(0).default(1024),
   })
   .strict();
 

@@ -2,6 +2,7 @@ import type { RoleBaselines } from "../algo/advantages.js";
 import type { PpoLossOptions } from "../algo/ppo-loss.js";
 import { Rng } from "../core/rng.js";
 import { TRAIN_SEED_RANGE } from "../evaluate/evaluate.js";
+import { countingAnswers } from "../evaluate/progress.js";
 import type { TrainLearner } from "../learner/types.js";
 import type { Policy } from "../policy/types.js";
 import { runTrials } from "../rollout/runner.js";
@@ -32,6 +33,8 @@ export interface IterationContext {
    */
   recomputeOldLogp?: boolean;
   roleBaselines: RoleBaselines | null;
+  /** Told what the iteration is doing ("rollout 37 answers", "update"), for a progress display. */
+  onProgress?: (phase: string) => void;
 }
 
 export interface IterationResult {
@@ -87,8 +90,16 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
   const { config } = ctx;
   const rng = Rng.seeded(config.seed).derive("iteration", iteration);
   const specs = iterationSpecs(config, rng, ctx.task.twoPlayer);
+  ctx.learner.takeTimings?.(); // what evaluations between iterations spent is not this iteration's
   const t0 = performance.now();
   const clock = newEnvClock();
+  let answers = 0;
+  const policy = ctx.onProgress
+    ? countingAnswers(ctx.policy, (n) => {
+        answers += n;
+        ctx.onProgress?.(`rollout ${answers} answers`);
+      })
+    : ctx.policy;
   const trials = await runTrials(
     specs,
     (s) =>
@@ -101,7 +112,7 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
         }),
         clock,
       ),
-    ctx.policy,
+    policy,
     rng.derive("rollout"),
     {
       attempts: config.task.attempts,
@@ -126,12 +137,16 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
   const rows = trials.flatMap((t) => t.rows);
 
   if (config.train.updates && rows.length > 0) {
+    ctx.onProgress?.("update");
     const t1 = performance.now();
     const credit = computeRowCredit(trials, config, ctx.roleBaselines ?? undefined);
     const onePass = config.task.promptStyle === "compact";
     const tb = await buildTokenBatchWith((m) => ctx.learner.render(m), trials, credit.advantage, onePass);
-    if (ctx.recomputeOldLogp) tb.oldLogp = (await ctx.learner.logprobs(tb.batch, "policy")).logp;
-    if (config.optim.klCoef > 0) tb.refLogp = (await ctx.learner.logprobs(tb.batch, "reference")).logp;
+    const microBatchTokens = config.model.backend === "torch" ? config.model.torch.microBatchTokens : 8192;
+    const scoring = config.model.backend === "torch" ? { microBatchTokens } : undefined;
+    if (ctx.recomputeOldLogp) tb.oldLogp = (await ctx.learner.logprobs(tb.batch, "policy", scoring)).logp;
+    if (config.optim.klCoef > 0)
+      tb.refLogp = (await ctx.learner.logprobs(tb.batch, "reference", scoring)).logp;
     const lossOptions: PpoLossOptions = {
       clipLow: config.optim.clipLow,
       clipHigh: config.optim.clipHigh,
@@ -140,7 +155,6 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
       klCoef: config.optim.klCoef,
       klClamp: config.optim.klClamp,
     };
-    const microBatchTokens = config.model.backend === "torch" ? config.model.torch.microBatchTokens : 8192;
     // Rows per sequence, to cut mini-batches of about `miniBatchRows` rows out of whole sequences.
     const rowsPerSeq = rowsPerSequence(trials, onePass);
     const updates: Record<string, number>[] = [];
@@ -199,5 +213,7 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
     metrics[`final_score/${opp}`] = mean(list.map((t) => t.attempts[t.attempts.length - 1].score));
     metrics[`success/${opp}`] = mean(list.map((t) => (t.attempts.some((a) => a.won) ? 1 : 0)));
   }
+  // The torch learner's split of the iteration: time inside the worker per op, and the protocol's share.
+  Object.assign(metrics, ctx.learner.takeTimings?.() ?? {});
   return { trials, metrics };
 }

@@ -342,6 +342,7 @@ async function trainWith(
         policy: backend.policy,
         recomputeOldLogp: backend.recomputeOldLogp,
         roleBaselines,
+        ...(bar ? { onProgress: (phase: string) => bar.update(it, { iteration: it + 1, phase }) } : {}),
       },
       it,
     );

@@ -16,7 +16,10 @@ import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
  * Llama: checkpoints, resume after kill -9 of the trainer, the worker killed mid-update, and
  * `mage eval --checkpoint` on the result.
  */
-const TIMING_KEYS = new Set(["rollout_ms", "update_ms", "env_ms", "wall_s"]);
+/** Timings and memory vary between runs and processes: every `*_ms`, `wall_s`, the worker's peak RSS. */
+function isTiming(key: string): boolean {
+  return key.endsWith("_ms") || key === "wall_s" || key === "worker_peak_rss_mb";
+}
 
 function metricsOf(dir: string): Record<string, number>[] {
   const file = join(dir, "metrics.jsonl");
@@ -27,8 +30,7 @@ function metricsOf(dir: string): Record<string, number>[] {
     .filter((l) => l.length > 0)
     .map((l) => JSON.parse(l))
     .map(
-      (m) =>
-        Object.fromEntries(Object.entries(m).filter(([k]) => !TIMING_KEYS.has(k))) as Record<string, number>,
+      (m) => Object.fromEntries(Object.entries(m).filter(([k]) => !isTiming(k))) as Record<string, number>,
     );
 }
 

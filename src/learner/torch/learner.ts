@@ -55,6 +55,19 @@ export interface TorchModelInfo {
   eosTokenIds: number[];
 }
 
+/** The reply of one `sft` step. */
+export interface TorchSftResult {
+  loss: number;
+  gradNorm: number;
+  clipped: boolean;
+  skipped: boolean;
+  /** Scored tokens of the batch. */
+  tokens: number;
+  step: number;
+  /** The worker's time for the step. */
+  ms: number;
+}
+
 /** What a torch run checkpoint records about its learner (`torch.json`). */
 export interface TorchCheckpointInfo {
   format: "mage-torch-checkpoint";
@@ -131,6 +144,7 @@ export class TorchLearner implements TrainLearner {
         device: t.device,
         lora: t.lora === null ? null : { ...t.lora, alpha: t.lora.alpha ?? 2 * t.lora.rank },
         gradientCheckpointing: t.gradientCheckpointing,
+        prefixCacheMB: t.prefixCacheMB,
         optimizer: {
           lr: opts.optimizer.lr,
           weightDecay: opts.optimizer.weightDecay,
@@ -197,12 +211,18 @@ export class TorchLearner implements TrainLearner {
     return this.renderMany(transcripts, false);
   }
 
-  async logprobs(batch: Batch, model: "policy" | "reference" = "policy"): Promise<ScoredTokens> {
+  async logprobs(
+    batch: Batch,
+    model: "policy" | "reference" = "policy",
+    opts?: { microBatchTokens?: number },
+  ): Promise<ScoredTokens> {
     if (model === "reference" && !this.options.reference)
       throw new Error("this learner was loaded without a reference model");
     const n = scoredCount(batch);
     if (n === 0) return { logp: new Float64Array(0), entropy: new Float64Array(0) };
-    const reply = await this.worker.request("logprobs", { model }, batchArrays(batch));
+    const fields =
+      opts?.microBatchTokens === undefined ? { model } : { model, microBatchTokens: opts.microBatchTokens };
+    const reply = await this.worker.request("logprobs", fields, batchArrays(batch));
     const logp = reply.arrays.logp as Float64Array;
     const entropy = reply.arrays.entropy as Float64Array;
     if (!logp || logp.length !== n || !entropy || entropy.length !== n)
@@ -249,6 +269,7 @@ export class TorchLearner implements TrainLearner {
     this.step = num(h.step);
     const metrics: Record<string, number> = {};
     for (const [k, v] of Object.entries((h.metrics ?? {}) as Record<string, unknown>)) metrics[k] = num(v);
+    if (typeof h.peakRssBytes === "number") metrics.worker_peak_rss_mb = h.peakRssBytes / 2 ** 20;
     return {
       loss: num(h.loss),
       metrics,
@@ -299,6 +320,46 @@ export class TorchLearner implements TrainLearner {
     return JSON.parse(await readFile(join(dir, TORCH_CHECKPOINT_FILES.trainingJson), "utf8"));
   }
 
+  /**
+   * One supervised step (the worker's `sft`): Σ w·(−log p) / Σ w over the batch's scored tokens
+   * (`weights`: one per scored token, default 1), micro-batched, clipped, one AdamW step at `lr`.
+   */
+  async sft(
+    batch: Batch,
+    opts: { lr: number; microBatchTokens: number; weights?: Float32Array },
+  ): Promise<TorchSftResult> {
+    const n = scoredCount(batch);
+    if (opts.weights && opts.weights.length !== n)
+      throw new Error(`sft: ${n} scored tokens but ${opts.weights.length} weights`);
+    const arrays = { ...batchArrays(batch), ...(opts.weights ? { weights: opts.weights } : {}) };
+    const reply = await this.worker.request(
+      "sft",
+      { lr: opts.lr, microBatchTokens: opts.microBatchTokens },
+      arrays,
+    );
+    const h = reply.header;
+    this.step = num(h.step);
+    return {
+      loss: num(h.loss),
+      gradNorm: num(h.gradNorm),
+      clipped: h.clipped === true,
+      skipped: h.skipped === true,
+      tokens: num(h.tokens),
+      step: this.step,
+      ms: num(h.ms),
+    };
+  }
+
+  /**
+   * Writes the current model as a plain Hugging Face directory (`model.torch.path` loads it):
+   * with LoRA the adapter merged into a float32 copy of the base; atomic. The worker's own model
+   * is unchanged.
+   */
+  async exportHf(path: string): Promise<{ path: string; merged: boolean }> {
+    const reply = await this.worker.request("export", { path: resolve(path) });
+    return { path: String(reply.header.path), merged: reply.header.merged === true };
+  }
+
   /** Samples continuations of prompt ids (see TorchPolicy). */
   async generate(
     prompts: readonly (readonly number[])[],
@@ -341,6 +402,10 @@ export class TorchLearner implements TrainLearner {
       t += tl[i];
     }
     return out;
+  }
+
+  takeTimings(): Record<string, number> {
+    return this.worker.takeTimings();
   }
 
   async close(): Promise<void> {
