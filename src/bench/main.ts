@@ -15,6 +15,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   serve: () => import("./serve.js"),
   torch: () => import("./torch.js"),
   env: () => import("./env.js"),
+  real: () => import("./real.js"),
 };
 
 async function main(): Promise<void> {

@@ -12,6 +12,7 @@ import {
   formatCells,
   HARDER_SEED_RANGE,
 } from "../evaluate/evaluate.js";
+import { EvalProgressBar } from "../evaluate/progress.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
 import { latestRunCheckpoint, loadCheckpoint, RUN_CHECKPOINTS_DIR } from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
@@ -244,6 +245,8 @@ async function trainWith(
     harder?: NonNullable<MageConfig["eval"]["harder"]>,
   ) => {
     const attempts = scaling?.attempts ?? harder?.attempts ?? evalAttempts;
+    // A real model's evaluation takes minutes: show trials and answers as they come.
+    const evalBar = opts.progress === false ? null : new EvalProgressBar({ label: `eval @${iteration}` });
     const res = await evaluate(policy, {
       task,
       cells: scaling?.cells ?? cells,
@@ -259,7 +262,8 @@ async function trainWith(
       ...(harder ? { seedRange: HARDER_SEED_RANGE } : {}),
       ...(shouldStop ? { shouldStop } : {}),
       ...(onTrial ? { onTrial } : {}),
-    });
+      ...(evalBar ? { onProgress: evalBar.update } : {}),
+    }).finally(() => evalBar?.finish());
     return {
       iteration,
       attempts,
