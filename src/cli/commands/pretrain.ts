@@ -10,11 +10,23 @@ import { PRESET_NAMES } from "../../model/config.js";
 import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
 import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
+import type { PretrainEvaluation } from "../../train/pretrain/evaluate.js";
 import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
+import {
+  runTorchPretrain,
+  TORCH_DTYPES,
+  TORCH_PRETRAIN_GAMES,
+  type TorchPretrainReport,
+} from "../../train/pretrain/torch-run.js";
 import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
+  "mage pretrain --game kuhn|tictactoe --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
+  "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
+  "[--tactical-rate X] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--json]\n" +
+  "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
+  "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
@@ -43,6 +55,71 @@ function pct(x: number): string {
   return `${(100 * x).toFixed(1)}%`;
 }
 
+const BACKENDS = ["embedded", "torch"] as const;
+const EMBEDDED_ONLY_FLAGS = [
+  "preset",
+  "kernels",
+  "init-std",
+  "answers-only",
+  "shards",
+  "epsilon",
+  "reflection-moves",
+  "heed-reflections",
+  "knobs",
+];
+const TORCH_ONLY_FLAGS = ["model", "lora-rank", "device", "dtype", "micro-batch-tokens", "threads"];
+
+/** A UsageError when a flag of the other backend is given. */
+function checkBackendFlags(backend: (typeof BACKENDS)[number], values: Record<string, unknown>): void {
+  const foreign = backend === "torch" ? EMBEDDED_ONLY_FLAGS : TORCH_ONLY_FLAGS;
+  const given = foreign.filter((f) => values[f] !== undefined && values[f] !== false);
+  if (given.length === 0) return;
+  const names = given.map((f) => `--${f}`).join(", ");
+  throw new UsageError(
+    backend === "torch"
+      ? `${names}: only for the embedded model, not with --backend torch`
+      : `${names}: only with --backend torch`,
+  );
+}
+
+/** The sampled checks' lines, shared by both backends' summaries. */
+function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
+  const lines = [
+    `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid  [${(evalMs / 1000).toFixed(1)} s]`,
+  ];
+  for (const t of e.targets) {
+    const v = t.name.includes("bits") ? t.value.toFixed(2) : pct(t.value);
+    const th = t.name.includes("bits") ? t.threshold.toFixed(2) : pct(t.threshold);
+    lines.push(`    ${t.met ? "ok  " : "MISS"} ${t.name}: ${v} (target ≥ ${th})`);
+  }
+  const sampled = Object.entries(e.entropy.sampledBySeat)
+    .map(([seat, b]) => `${seat} ${b.toFixed(2)}`)
+    .join(", ");
+  if (sampled) lines.push(`    sampled first-answer entropy (bits, plug-in): ${sampled}`);
+  if (e.tactics) lines.push(`    one-move tactics in the sampled play: ${formatTactics(e.tactics)}`);
+  const reasons = Object.entries(e.invalidReasons);
+  if (reasons.length > 0)
+    lines.push(`    invalid play answers: ${reasons.map(([k, n]) => `${n}× ${k}`).join("; ")}`);
+  return lines;
+}
+
+/** The human-readable summary of a torch warm start's report. */
+export function formatTorchPretrainReport(r: TorchPretrainReport): string {
+  const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const t = r.timings;
+  const lines = [
+    `mage pretrain --game ${r.game} --backend torch: ${r.base.name} (${r.model.architecture}, ${r.model.parameters} parameters, ${r.model.lora ? `LoRA rank ${r.model.lora.rank}, ${r.model.trainableParameters} trainable` : "full fine-tuning"}), ${r.settings.device} ${r.settings.dtype}`,
+    `  base     ${r.base.dir} (model.safetensors sha256 ${r.base.sha256 ?? "n/a"})`,
+    `  corpus   ${r.corpus.trials} trials, ${r.corpus.tokens} tokens in the model's template (${r.corpus.scoredTokens} scored), ${r.corpus.playResponses} play answers (${r.corpus.malformed} malformed), ${r.corpus.reflections} reflections  [${sec(t.corpusMs + t.renderMs)}]`,
+    `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [load ${sec(t.loadMs)}, sft ${sec(t.sftMs)}, export ${sec(t.saveMs)}]`,
+  ];
+  if (r.evaluation) lines.push(...formatChecks(r.evaluation, t.evalMs));
+  lines.push(
+    `  wrote    ${r.out} (${r.export.merged ? "LoRA merged, " : ""}float32, ${REPORT_FILE})  total ${sec(t.totalMs)} wall`,
+  );
+  return lines.join("\n");
+}
+
 /** The human-readable summary of a report. */
 export function formatPretrainReport(r: PretrainReport): string {
   const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -56,25 +133,7 @@ export function formatPretrainReport(r: PretrainReport): string {
       : []),
     `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [${sec(r.timings.sftMs)}]`,
   ];
-  const e = r.evaluation;
-  if (e) {
-    lines.push(
-      `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid  [${sec(r.timings.evalMs)}]`,
-    );
-    for (const t of e.targets) {
-      const v = t.name.includes("bits") ? t.value.toFixed(2) : pct(t.value);
-      const th = t.name.includes("bits") ? t.threshold.toFixed(2) : pct(t.threshold);
-      lines.push(`    ${t.met ? "ok  " : "MISS"} ${t.name}: ${v} (target ≥ ${th})`);
-    }
-    const sampled = Object.entries(e.entropy.sampledBySeat)
-      .map(([seat, b]) => `${seat} ${b.toFixed(2)}`)
-      .join(", ");
-    if (sampled) lines.push(`    sampled first-answer entropy (bits, plug-in): ${sampled}`);
-    if (e.tactics) lines.push(`    one-move tactics in the sampled play: ${formatTactics(e.tactics)}`);
-    const reasons = Object.entries(e.invalidReasons);
-    if (reasons.length > 0)
-      lines.push(`    invalid play answers: ${reasons.map(([k, n]) => `${n}× ${k}`).join("; ")}`);
-  }
+  if (r.evaluation) lines.push(...formatChecks(r.evaluation, r.timings.evalMs));
   lines.push(
     `  wrote    ${r.out} (${REPORT_FILE})  total ${sec(r.timings.totalMs)} wall, ${sec(r.cpu.totalMs)} CPU (sft ${sec(r.cpu.sftMs)}, checks ${sec(r.cpu.evalMs)})`,
   );
@@ -83,7 +142,8 @@ export function formatPretrainReport(r: PretrainReport): string {
 
 export const command: Command = {
   name: "pretrain",
-  summary: "supervised warm start of the embedded model on unskilled scripted play",
+  summary:
+    "supervised warm start (the embedded model, or a Hugging Face model with --backend torch) on unskilled scripted play",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     let values: Record<string, string | boolean | undefined>;
@@ -101,15 +161,22 @@ export const command: Command = {
           "eval-trials": { type: "string" },
           lr: { type: "string" },
           "init-std": { type: "string" },
-          "answers-only": { type: "boolean", default: false },
+          "answers-only": { type: "boolean" },
           "batch-tokens": { type: "string" },
           shards: { type: "string" },
           "action-weight": { type: "string" },
           "tactical-rate": { type: "string" },
           epsilon: { type: "string" },
           "reflection-moves": { type: "string" },
-          "heed-reflections": { type: "boolean", default: false },
+          "heed-reflections": { type: "boolean" },
           knobs: { type: "string" },
+          backend: { type: "string" },
+          model: { type: "string" },
+          "lora-rank": { type: "string" },
+          device: { type: "string" },
+          dtype: { type: "string" },
+          "micro-batch-tokens": { type: "string" },
+          threads: { type: "string" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -121,6 +188,9 @@ export const command: Command = {
     const str = (k: string) => values[k] as string | undefined;
     if (str("game") === undefined)
       throw new UsageError(`--game is required; valid choices: ${PRETRAIN_GAMES.join(", ")}`);
+    const backend = expectChoice("backend", str("backend") ?? "embedded", BACKENDS);
+    checkBackendFlags(backend, values);
+    if (backend === "torch") return runTorchCommand(values);
     const game = expectChoice("game", str("game")!, PRETRAIN_GAMES);
     const preset =
       str("preset") === undefined ? undefined : expectChoice("preset", str("preset")!, PRESET_NAMES);
@@ -156,3 +226,36 @@ export const command: Command = {
     return 0;
   },
 };
+
+async function runTorchCommand(values: Record<string, string | boolean | undefined>): Promise<number> {
+  const str = (k: string) => values[k] as string | undefined;
+  const model = str("model");
+  if (model === undefined)
+    throw new UsageError(
+      "--model DIR is required with --backend torch (a local Hugging Face model directory)",
+    );
+  const game = expectChoice("game (with --backend torch)", str("game")!, TORCH_PRETRAIN_GAMES);
+  const report = await runTorchPretrain({
+    game,
+    model,
+    out: str("out"),
+    seed: intFlag("seed", str("seed")),
+    steps: intFlag("steps", str("steps"), { min: 1 }),
+    lr: numberFlag("lr", str("lr")),
+    loraRank: intFlag("lora-rank", str("lora-rank"), { min: 0 }),
+    corpusTrials: intFlag("corpus-trials", str("corpus-trials"), { min: 1 }),
+    evalTrials: intFlag("eval-trials", str("eval-trials"), { min: 1 }),
+    batchTokens: intFlag("batch-tokens", str("batch-tokens"), { min: 1 }),
+    microBatchTokens: intFlag("micro-batch-tokens", str("micro-batch-tokens"), { min: 1 }),
+    actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
+    tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
+    dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
+    device: str("device"),
+    threads: intFlag("threads", str("threads"), { min: 0 }),
+    progress: values.json ? null : process.stderr,
+  });
+  process.stdout.write(
+    values.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatTorchPretrainReport(report)}\n`,
+  );
+  return 0;
+}

@@ -6,8 +6,9 @@
  *    the share of play answers the task accepts (Kuhn: well-formed; TicTacToe and the puzzles:
  *    well-formed and legal) and the share of reflections that are a non-empty `<remark>`.
  * 2. Entropy of the first decision of a trial, exactly: the model's probability of each
- *    canonical well-formed answer (`<action>BET</action><|end|>`, …) is scored in one forward
- *    pass, renormalised over those answers, and its entropy taken in bits (Kuhn: per seat, the
+ *    canonical well-formed answer (`<action>BET</action>` and the template's end-of-turn token, …)
+ *    is scored by an `AnswerScorer` (the embedded model in one forward pass, a torch model through
+ *    the worker's `logprobs`), renormalised over those answers, and its entropy taken in bits (Kuhn: per seat, the
  *    mean over the cards of the mean over the opening states with that card; TicTacToe: the first
  *    move on the empty board). `mass` is the probability the answers have before renormalising.
  *    The plug-in entropy of the sampled first answers is reported alongside as a cross-check
@@ -34,13 +35,20 @@ import { checkPretrainGame, DEFAULT_POOLS, type PretrainGame } from "./corpus.js
 /** Sampling of the checks: temperature 1, no truncation. */
 export const CHECK_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 48, stop: [] };
 
+export interface PretrainTargets {
+  playValid: number;
+  remarkValid: number;
+  kuhnFirstDecisionBits: number;
+  tictactoeFirstMoveBits: number;
+}
+
 /** The targets of the model issue. */
-export const PRETRAIN_TARGETS = {
+export const PRETRAIN_TARGETS: PretrainTargets = {
   playValid: 0.99,
   remarkValid: 0.95,
   kuhnFirstDecisionBits: 0.8,
   tictactoeFirstMoveBits: 2,
-} as const;
+};
 
 export interface FirstDecisionState {
   seat: Seat | null;
@@ -99,6 +107,20 @@ function bitsOf(p: readonly number[]): number {
   let h = 0;
   for (const x of p) if (x > 0) h -= x * Math.log2(x);
   return h;
+}
+
+/**
+ * The model's probability of each candidate answer `<action>c</action>` (closed by the chat
+ * template's end-of-turn token) as the reply to `messages`.
+ */
+export type AnswerScorer = (
+  messages: readonly ChatMessage[],
+  candidates: readonly string[],
+) => Promise<number[]>;
+
+/** The embedded model's `AnswerScorer`. */
+export function embeddedAnswerScorer(params: ModelParams, tok: Tokenizer, kernels: Kernels): AnswerScorer {
+  return async (messages, candidates) => answerProbabilities(params, tok, kernels, messages, candidates);
 }
 
 /** Probability of each `<action>c</action><|end|>` answer to `messages`, in one scoring pass. */
@@ -170,28 +192,27 @@ export async function openingStates(game: PretrainGame): Promise<OpeningState[]>
 /** Exact entropy (bits) of the first decision in each opening state. */
 export async function firstDecisionEntropy(
   game: PretrainGame,
-  params: ModelParams,
-  tok: Tokenizer,
-  kernels: Kernels,
+  scoreAnswers: AnswerScorer,
 ): Promise<FirstDecisionState[]> {
-  const states = await openingStates(game);
-  return states.map((s) => {
-    const p = answerProbabilities(params, tok, kernels, s.messages, s.candidates);
+  const out: FirstDecisionState[] = [];
+  for (const s of await openingStates(game)) {
+    const p = await scoreAnswers(s.messages, s.candidates);
     const mass = p.reduce((a, b) => a + b, 0);
     const q = p.map((x) => (mass > 0 ? x / mass : 0));
     const probs: Record<string, number> = {};
     s.candidates.forEach((c, i) => {
       probs[c] = q[i];
     });
-    return {
+    out.push({
       seat: s.seat,
       state: s.state,
       ...(s.card ? { card: s.card } : {}),
       probs,
       mass,
       bits: bitsOf(q),
-    };
-  });
+    });
+  }
+  return out;
 }
 
 /** Per seat: mean over cards of the mean over states with that card (one group per state otherwise). */
@@ -251,17 +272,17 @@ export interface EvaluateOptions {
   /** Puzzles: difficulty knobs of the sampled trials' levels. */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
   game: string;
-  /** The sampling policy under test (the embedded model). */
+  /** The sampling policy under test. */
   policy: Policy;
-  /** The same model's weights, tokenizer and kernels, for exact scoring. */
-  params: ModelParams;
-  tokenizer: Tokenizer;
-  kernels: Kernels;
+  /** The same model's exact probabilities of the canonical first answers. */
+  scoreAnswers: AnswerScorer;
   rng: Rng;
   trials: number;
   sampling?: SamplingParams;
   /** Generate calls of the runner batch at most this many requests (default 64). */
   maxBatch?: number;
+  /** Default: `PRETRAIN_TARGETS` (the embedded model's). */
+  targets?: PretrainTargets;
 }
 
 export async function evaluatePretrained(opts: EvaluateOptions): Promise<PretrainEvaluation> {
@@ -320,9 +341,7 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
   const validPlay = play.filter((r) => r.valid).length;
   const validRemarks = reflect.filter((r) => r.valid).length;
   const states =
-    game === "kuhn" || game === "tictactoe"
-      ? await firstDecisionEntropy(game, opts.params, opts.tokenizer, opts.kernels)
-      : [];
+    game === "kuhn" || game === "tictactoe" ? await firstDecisionEntropy(game, opts.scoreAnswers) : [];
   const entropy: EntropyReport = {
     states,
     bySeat: averageBySeat(states),
@@ -345,14 +364,13 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
     targets: [],
     ms: 0,
   };
-  evaluation.targets = targetChecks(evaluation);
+  evaluation.targets = targetChecks(evaluation, opts.targets);
   evaluation.ms = performance.now() - t0;
   return evaluation;
 }
 
 /** The model issue's targets for this game, checked against an evaluation. */
-export function targetChecks(e: PretrainEvaluation): TargetCheck[] {
-  const t = PRETRAIN_TARGETS;
+export function targetChecks(e: PretrainEvaluation, t: PretrainTargets = PRETRAIN_TARGETS): TargetCheck[] {
   const check = (name: string, value: number, threshold: number): TargetCheck => ({
     name,
     value,

@@ -30,8 +30,8 @@ import {
   heedsReflections,
   type PretrainGame,
 } from "./corpus.js";
-import { evaluatePretrained, type PretrainEvaluation } from "./evaluate.js";
-import { encodeTrial, runSft, type SftResult } from "./sft.js";
+import { embeddedAnswerScorer, evaluatePretrained, type PretrainEvaluation } from "./evaluate.js";
+import { encodeTrial, runSft, type SftResult, type SftSummary, summarizeSft } from "./sft.js";
 import { SftShardPool } from "./sft-shards.js";
 
 export interface PretrainSettings {
@@ -157,18 +157,7 @@ export interface PretrainReport {
   kernels: string;
   corpus: CorpusStats & { tokens: number; scoredTokens: number; meanTokens: number; maxTokens: number };
   tokenizer: { vocabSize: number };
-  sft: {
-    steps: number;
-    epochs: number;
-    tokens: number;
-    firstLoss: number;
-    lastLoss: number;
-    /** Mean loss of the first and the last tenth of the steps. */
-    earlyMeanLoss: number;
-    lateMeanLoss: number;
-    /** Loss every few steps (at most 200 points): [step, loss]. */
-    curve: [number, number][];
-  };
+  sft: SftSummary;
   evaluation: PretrainEvaluation | null;
   /** Every target met (false when the checks were skipped). */
   targetsMet: boolean;
@@ -193,10 +182,6 @@ export const REPORT_FILE = "pretrain-report.json";
 function cpuMs(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
-}
-
-function mean(xs: readonly number[]): number {
-  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
 
 function checkPositiveInt(name: string, v: number): void {
@@ -368,22 +353,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
 
   // 4. checkpoint
   t = performance.now();
-  const tenth = Math.max(1, Math.floor(sft.losses.length / 10));
-  const every = Math.max(1, Math.ceil(sft.losses.length / 200));
-  const curve: [number, number][] = [];
-  sft.losses.forEach((l, i) => {
-    if (i % every === 0 || i === sft.losses.length - 1) curve.push([i + 1, l]);
-  });
-  const sftSummary = {
-    steps: sft.steps,
-    epochs: sft.epochs,
-    tokens: sft.tokens,
-    firstLoss: sft.losses[0] ?? Number.NaN,
-    lastLoss: sft.losses[sft.losses.length - 1] ?? Number.NaN,
-    earlyMeanLoss: mean(sft.losses.slice(0, tenth)),
-    lateMeanLoss: mean(sft.losses.slice(-tenth)),
-    curve,
-  };
+  const sftSummary = summarizeSft(sft);
   const optimizer = learner.exportState();
   await saveCheckpoint(out, {
     config,
@@ -419,9 +389,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     evaluation = await evaluatePretrained({
       game,
       policy: contextFittingPolicy(policy),
-      params: learner.params,
-      tokenizer,
-      kernels,
+      scoreAnswers: embeddedAnswerScorer(learner.params, tokenizer, kernels),
       rng: root.derive("eval"),
       trials: s.evalTrials,
       ...(opts.taskOptions ? { taskOptions: opts.taskOptions } : {}),
@@ -458,7 +426,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
 }
 
 /** The scripted player's success, for the corpus line: ", won 73.4% (46.6% at attempt 1)". */
-function corpusWinText(stats: { trials: number; won?: number; wonFirst?: number }): string {
+export function corpusWinText(stats: { trials: number; won?: number; wonFirst?: number }): string {
   if (stats.trials === 0) return "";
   const pct = (n: number) => `${((100 * n) / stats.trials).toFixed(1)}%`;
   return `, won ${pct(stats.won ?? 0)} (${pct(stats.wonFirst ?? 0)} at attempt 1)`;

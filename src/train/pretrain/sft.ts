@@ -16,7 +16,7 @@ import type { Learner, UpdateMetrics } from "../../model/learner.js";
 import type { LossFn } from "../../model/loss-types.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
 import type { Batch } from "../../model/transformer.js";
-import type { CorpusTrial } from "./corpus.js";
+import type { CorpusTrial, ResponseKind } from "./corpus.js";
 import type { SftShardPool } from "./sft-shards.js";
 
 /**
@@ -44,15 +44,28 @@ export interface EncodeOptions {
 /** Renders a corpus trial with the chat template and marks its assistant tokens for the loss. */
 export function encodeTrial(tok: Tokenizer, trial: CorpusTrial, opts: EncodeOptions): SftExample {
   const rendered = renderChat(tok, trial.messages);
-  const n = Math.min(rendered.ids.length, opts.contextLength);
-  const ids = Int32Array.from(rendered.ids.slice(0, n));
+  return weightedExample(rendered.ids, rendered.assistantSpans, trial.kinds, opts);
+}
+
+/**
+ * A rendered trial (`spans`: its assistant messages' tokens, one per entry of `kinds`) as a
+ * training sequence, cut to the context, its mask holding each scored token's weight.
+ */
+export function weightedExample(
+  renderedIds: readonly number[],
+  spans: readonly { start: number; end: number }[],
+  kinds: readonly ResponseKind[],
+  opts: EncodeOptions,
+): SftExample {
+  const n = Math.min(renderedIds.length, opts.contextLength);
+  const ids = Int32Array.from(renderedIds.slice(0, n));
   const mask = new Uint8Array(n);
   if (opts.contextLoss) mask.fill(1);
   const actionWeight = opts.actionWeight ?? 1;
   if (!(Number.isInteger(actionWeight) && actionWeight >= 1 && actionWeight <= 255))
     throw new RangeError(`actionWeight must be an integer in [1, 255], got ${actionWeight}`);
-  rendered.assistantSpans.forEach((span, i) => {
-    const kind = trial.kinds[i];
+  spans.forEach((span, i) => {
+    const kind = kinds[i];
     const weight =
       kind === "malformed" ? (opts.trainOnMalformed ? 1 : 0) : kind === "action" ? actionWeight : 1;
     mask.fill(weight, Math.min(span.start, n), Math.min(span.end, n));
@@ -200,5 +213,43 @@ export async function runSft(
     tokens,
     scoredTokens: scored,
     ms: performance.now() - t0,
+  };
+}
+
+/** What a report keeps of an SFT run's losses. */
+export interface SftSummary {
+  steps: number;
+  epochs: number;
+  tokens: number;
+  firstLoss: number;
+  lastLoss: number;
+  /** Mean loss of the first and the last tenth of the steps. */
+  earlyMeanLoss: number;
+  lateMeanLoss: number;
+  /** Loss every few steps (at most 200 points): [step, loss]. */
+  curve: [number, number][];
+}
+
+function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+export function summarizeSft(sft: SftResult): SftSummary {
+  const losses = sft.losses;
+  const tenth = Math.max(1, Math.floor(losses.length / 10));
+  const every = Math.max(1, Math.ceil(losses.length / 200));
+  const curve: [number, number][] = [];
+  losses.forEach((l, i) => {
+    if (i % every === 0 || i === losses.length - 1) curve.push([i + 1, l]);
+  });
+  return {
+    steps: sft.steps,
+    epochs: sft.epochs,
+    tokens: sft.tokens,
+    firstLoss: losses[0] ?? Number.NaN,
+    lastLoss: losses[losses.length - 1] ?? Number.NaN,
+    earlyMeanLoss: mean(losses.slice(0, tenth)),
+    lateMeanLoss: mean(losses.slice(-tenth)),
+    curve,
   };
 }

@@ -1,0 +1,476 @@
+/**
+ * `mage pretrain --backend torch --model DIR`: the supervised warm start of a real (Hugging Face)
+ * model, so that its answers are well-formed before group-relative RL (a base that never writes
+ * `<action>…</action>` gets equal rewards in every group and cannot learn). Corpus of unskilled
+ * scripted play (the embedded path's `buildCorpus`, compact prompts) → rendered with the model's
+ * own chat template → LoRA SFT of the answers in the PyTorch worker → export of a plain Hugging
+ * Face directory (adapter merged, float32) → the embedded path's checks through the worker:
+ * sampled validity on fresh trials and the exact first-decision entropy. The directory also holds
+ * `pretrain-report.json`, which records the base model it came from (name and weights' SHA-256).
+ *
+ * Every random choice is keyed from `Rng.seeded(seed).derive("pretrain", game)` as in the
+ * embedded path (`corpus`: the same corpus for the same seed; `sft`: batch order; `eval`: the
+ * fresh trials and their samples); the worker's LoRA init is seeded with `seed`.
+ */
+import { createHash } from "node:crypto";
+import { createReadStream, existsSync, statSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { writeFileAtomic } from "../../core/atomic-write.js";
+import { expectChoice, UsageError } from "../../core/errors.js";
+import { Rng } from "../../core/rng.js";
+import { TorchLearner, type TorchModelInfo } from "../../learner/torch/learner.js";
+import { TorchPolicy } from "../../learner/torch/policy.js";
+import type { TorchWorkerOptions } from "../../learner/torch/worker.js";
+import { type TorchModelConfig, TorchModelSchema } from "../config.js";
+import { ProgressBar } from "../progress.js";
+import { collectRunMeta, type RunMeta } from "../run-meta.js";
+import { buildCorpus, type CorpusStats, type CorpusTrial } from "./corpus.js";
+import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } from "./evaluate.js";
+import { corpusWinText, REPORT_FILE } from "./run.js";
+import { type SftExample, type SftSummary, summarizeSft } from "./sft.js";
+import { torchAnswerScorer } from "./torch-checks.js";
+import { encodeWithTemplate, runTorchSft } from "./torch-sft.js";
+
+export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe"] as const;
+export type TorchPretrainGame = (typeof TORCH_PRETRAIN_GAMES)[number];
+
+/** LoRA on every linear layer of a Llama-style block. */
+export const LORA_TARGET_MODULES = [
+  "q_proj",
+  "k_proj",
+  "v_proj",
+  "o_proj",
+  "gate_proj",
+  "up_proj",
+  "down_proj",
+];
+
+export const TORCH_DTYPES = ["float32", "bfloat16", "float16"] as const;
+
+export interface TorchPretrainSettings {
+  steps: number;
+  /** Trials in the corpus (the SFT sees them once at most: see docs/design.md). */
+  corpusTrials: number;
+  /** Fresh trials sampled for the checks. */
+  evalTrials: number;
+  /** Tokens per optimizer step (whole trials packed up to this). */
+  batchTokens: number;
+  /** Most tokens per forward/backward pass in the worker (gradient accumulation). */
+  microBatchTokens: number;
+  /** Peak learning rate: linear warmup over `warmupSteps`, cosine to `lr · minLrRatio`. */
+  lr: number;
+  warmupSteps: number;
+  minLrRatio: number;
+  weightDecay: number;
+  /** Share of play answers that are deliberately malformed in the corpus (never scored). */
+  malformedRate: number;
+  /** Loss weight of the tokens of well-formed play answers (remarks weigh 1). */
+  actionWeight: number;
+  /** TicTacToe corpus player: share of moves that take a one-move win, else block (0: random). */
+  tacticalRate: number;
+  /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
+  loraRank: number;
+  dtype: (typeof TORCH_DTYPES)[number];
+  device: string;
+  /** Generate calls of the checks batch at most this many requests. */
+  evalBatch: number;
+  /**
+   * The worker's CPU threads (OMP_NUM_THREADS); 0: torch's default, one per core. On a machine
+   * that other jobs share, 1 thread was 3× faster than 2 (docs/design.md).
+   */
+  threads: number;
+}
+
+/** Sized for the 20-minute budget on the 2-core machine with SmolLM2-135M (docs/design.md). */
+const SHARED_TORCH_SETTINGS = {
+  microBatchTokens: 2048,
+  lr: 1e-3,
+  minLrRatio: 0.1,
+  weightDecay: 0,
+  malformedRate: 0.02,
+  tacticalRate: 0,
+  loraRank: 16,
+  dtype: "float32",
+  device: "cpu",
+  evalBatch: 64,
+  threads: 0,
+} as const;
+
+export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSettings> = {
+  kuhn: {
+    ...SHARED_TORCH_SETTINGS,
+    steps: 30,
+    warmupSteps: 3,
+    batchTokens: 1024,
+    corpusTrials: 200,
+    evalTrials: 200,
+    actionWeight: 1,
+  },
+  // 60 checks, as the embedded TicTacToe default: a trial costs ~10 samples of up to 600-token
+  // prompts, and 200 would take 30 of the 20 minutes alone (docs/design.md).
+  tictactoe: {
+    ...SHARED_TORCH_SETTINGS,
+    steps: 24,
+    warmupSteps: 3,
+    batchTokens: 1536,
+    corpusTrials: 200,
+    evalTrials: 60,
+    actionWeight: 4,
+  },
+};
+
+/**
+ * The warm start's targets for a real model: the embedded model's, with 95% valid play answers
+ * and 0.5 bit per Kuhn seat (a pretrained LLM keeps its own preferences; what RL needs is that
+ * its answers count and its first decision is not fixed), and 1.5 bits on the empty board.
+ */
+export const TORCH_PRETRAIN_TARGETS: PretrainTargets = {
+  playValid: 0.95,
+  remarkValid: 0.95,
+  kuhnFirstDecisionBits: 0.5,
+  tictactoeFirstMoveBits: 1.5,
+};
+
+export interface TorchPretrainOptions extends Partial<TorchPretrainSettings> {
+  game: string;
+  /** The base: a local Hugging Face model directory with a chat template. */
+  model: string;
+  /** The warm-started model directory (default: `<model>-<game>-warm` beside the base). */
+  out?: string;
+  seed?: number;
+  /** The worker's interpreter (default: as `model.torch.python`). */
+  python?: string | null;
+  /** Progress bar and phase lines go here (default process.stderr); null silences them. */
+  progress?: NodeJS.WriteStream | null;
+  /** Skip the sampled checks (tests of the training path only). */
+  skipEvaluation?: boolean;
+  /** Passed to the worker (tests). */
+  worker?: Partial<TorchWorkerOptions>;
+}
+
+/** The base model a warm start came from. */
+export interface BaseModelRecord {
+  dir: string;
+  name: string;
+  /** SHA-256 of its `model.safetensors` (null when its weights are sharded or named otherwise). */
+  sha256: string | null;
+}
+
+export interface TorchPhaseTimes {
+  corpusMs: number;
+  loadMs: number;
+  renderMs: number;
+  sftMs: number;
+  saveMs: number;
+  evalMs: number;
+  totalMs: number;
+}
+
+export interface TorchPretrainReport {
+  backend: "torch";
+  game: TorchPretrainGame;
+  seed: number;
+  out: string;
+  settings: TorchPretrainSettings;
+  base: BaseModelRecord;
+  model: TorchModelInfo & { lora: TorchModelConfig["lora"] };
+  /** What the directory holds: a plain HF model, with LoRA merged into the base's weights. */
+  export: { format: "hf"; merged: boolean; dtype: "float32" };
+  corpus: CorpusStats & { tokens: number; scoredTokens: number; meanTokens: number; maxTokens: number };
+  sft: SftSummary;
+  evaluation: PretrainEvaluation | null;
+  /** Every target met (false when the checks were skipped). */
+  targetsMet: boolean;
+  timings: TorchPhaseTimes;
+  run: RunMeta;
+}
+
+function checkPositiveInt(flag: string, v: number): void {
+  if (!(Number.isInteger(v) && v > 0)) throw new UsageError(`--${flag} must be a positive integer, got ${v}`);
+}
+
+function checkRate(flag: string, v: number): void {
+  if (!(Number.isFinite(v) && v >= 0 && v <= 1))
+    throw new UsageError(`--${flag} must be a number in [0, 1], got ${v}`);
+}
+
+/** The run's settings: the game's defaults overridden by the options, checked. */
+export function resolveTorchSettings(
+  game: TorchPretrainGame,
+  opts: Partial<TorchPretrainSettings>,
+): TorchPretrainSettings {
+  const defined = Object.fromEntries(
+    Object.entries(opts).filter(([k, v]) => v !== undefined && k in TORCH_PRETRAIN_DEFAULTS[game]),
+  ) as Partial<TorchPretrainSettings>;
+  const s: TorchPretrainSettings = { ...TORCH_PRETRAIN_DEFAULTS[game], ...defined };
+  checkPositiveInt("steps", s.steps);
+  checkPositiveInt("corpus-trials", s.corpusTrials);
+  checkPositiveInt("eval-trials", s.evalTrials);
+  checkPositiveInt("batch-tokens", s.batchTokens);
+  checkPositiveInt("micro-batch-tokens", s.microBatchTokens);
+  checkPositiveInt("eval-batch", s.evalBatch);
+  if (!(Number.isInteger(s.threads) && s.threads >= 0))
+    throw new UsageError(`--threads must be an integer ≥ 0 (0: one per core), got ${s.threads}`);
+  if (!(Number.isFinite(s.lr) && s.lr > 0)) throw new UsageError(`--lr must be a number > 0, got ${s.lr}`);
+  if (!(Number.isInteger(s.actionWeight) && s.actionWeight >= 1 && s.actionWeight <= 255))
+    throw new UsageError(`--action-weight must be an integer in [1, 255], got ${s.actionWeight}`);
+  if (!(Number.isInteger(s.loraRank) && s.loraRank >= 0))
+    throw new UsageError(`--lora-rank must be an integer ≥ 0 (0: full fine-tuning), got ${s.loraRank}`);
+  if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
+    throw new UsageError(`warmupSteps must be an integer ≥ 0, got ${s.warmupSteps}`);
+  checkRate("tactical-rate", s.tacticalRate);
+  checkRate("malformedRate", s.malformedRate);
+  checkRate("minLrRatio", s.minLrRatio);
+  expectChoice("dtype", s.dtype, TORCH_DTYPES);
+  if (!/^(cpu|cuda|cuda:\d+)$/.test(s.device))
+    throw new UsageError(`--device must be cpu, cuda or cuda:N, got "${s.device}"`);
+  return s;
+}
+
+/** The base model directory, or a UsageError naming --model. */
+function checkModelDir(model: string): string {
+  const dir = resolve(model);
+  if (!existsSync(join(dir, "config.json")))
+    throw new UsageError(`--model ${model} is not a Hugging Face model directory (no config.json in it)`);
+  return dir;
+}
+
+async function fileSha256(file: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+export async function baseModelRecord(dir: string): Promise<BaseModelRecord> {
+  const weights = join(dir, "model.safetensors");
+  const single = existsSync(weights) && statSync(weights).isFile();
+  return { dir, name: basename(dir), sha256: single ? await fileSha256(weights) : null };
+}
+
+function torchModelConfig(model: string, s: TorchPretrainSettings, python: string | null | undefined) {
+  return TorchModelSchema.parse({
+    path: model,
+    python: python ?? null,
+    dtype: s.dtype,
+    device: s.device,
+    lora:
+      s.loraRank > 0 ? { rank: s.loraRank, alpha: 2 * s.loraRank, targetModules: LORA_TARGET_MODULES } : null,
+    microBatchTokens: s.microBatchTokens,
+  });
+}
+
+function workerOptions(
+  s: TorchPretrainSettings,
+  given: Partial<TorchWorkerOptions> | undefined,
+): Partial<TorchWorkerOptions> {
+  if (s.threads === 0) return given ?? {};
+  return { ...given, env: { ...given?.env, OMP_NUM_THREADS: String(s.threads) } };
+}
+
+function corpusReport(stats: CorpusStats, examples: readonly SftExample[]): TorchPretrainReport["corpus"] {
+  const lengths = examples.map((e) => e.ids.length);
+  const tokens = lengths.reduce((a, b) => a + b, 0);
+  return {
+    ...stats,
+    tokens,
+    scoredTokens: examples.reduce((a, e) => a + e.scored, 0),
+    meanTokens: tokens / Math.max(1, examples.length),
+    maxTokens: Math.max(0, ...lengths),
+  };
+}
+
+/** Wall time of the phases, lap by lap. */
+class Stopwatch {
+  private last = performance.now();
+  readonly start = this.last;
+  lap(): number {
+    const now = performance.now();
+    const d = now - this.last;
+    this.last = now;
+    return d;
+  }
+}
+
+/** A run's fixed inputs, checked. */
+interface TorchRun {
+  game: TorchPretrainGame;
+  settings: TorchPretrainSettings;
+  seed: number;
+  modelDir: string;
+  out: string;
+  root: Rng;
+  stream: NodeJS.WriteStream | null;
+  say: (line: string) => void;
+}
+
+function prepareRun(opts: TorchPretrainOptions): TorchRun {
+  const game = expectChoice("game (with --backend torch)", opts.game, TORCH_PRETRAIN_GAMES);
+  const settings = resolveTorchSettings(game, opts);
+  const seed = opts.seed ?? 0;
+  if (!(Number.isInteger(seed) && seed >= 0))
+    throw new UsageError(`--seed must be an integer ≥ 0, got ${seed}`);
+  const modelDir = checkModelDir(opts.model);
+  const out = resolve(opts.out ?? join(dirname(modelDir), `${basename(modelDir)}-${game}-warm`));
+  if (out === modelDir)
+    throw new UsageError(`--out must differ from --model (${out} would replace the base)`);
+  const stream = opts.progress === undefined ? process.stderr : opts.progress;
+  const say = (line: string) => {
+    stream?.write(`pretrain ${game} (torch): ${line}\n`);
+  };
+  return {
+    game,
+    settings,
+    seed,
+    modelDir,
+    out,
+    root: Rng.seeded(seed).derive("pretrain", game),
+    stream,
+    say,
+  };
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+async function corpusPhase(r: TorchRun) {
+  const t = performance.now();
+  const corpus = await buildCorpus({
+    game: r.game,
+    trials: r.settings.corpusTrials,
+    rng: r.root.derive("corpus"),
+    malformedRate: r.settings.malformedRate,
+    tacticalRate: r.settings.tacticalRate,
+  });
+  const c = corpus.stats;
+  r.say(
+    `corpus of ${c.trials} trials, ${c.playResponses} play answers (${c.malformed} malformed), ` +
+      `${c.reflections} reflections${corpusWinText(c)} (${seconds(performance.now() - t)})`,
+  );
+  return corpus;
+}
+
+async function openLearner(r: TorchRun, opts: TorchPretrainOptions, base: BaseModelRecord) {
+  const t = performance.now();
+  const s = r.settings;
+  const torch = torchModelConfig(r.modelDir, s, opts.python);
+  const learner = await TorchLearner.open({
+    torch,
+    optimizer: { lr: s.lr, weightDecay: s.weightDecay, gradClip: 1 },
+    seed: r.seed,
+    reference: false,
+    worker: workerOptions(s, opts.worker),
+  });
+  const info = learner.info;
+  const tuning = torch.lora ? `, LoRA rank ${torch.lora.rank}` : ", full fine-tuning";
+  r.say(
+    `${base.name} (${info.architecture}, ${info.parameters} parameters, ${info.trainableParameters} trainable` +
+      `${tuning}) on ${s.device} in ${s.dtype} (${seconds(performance.now() - t)})`,
+  );
+  return { learner, lora: torch.lora };
+}
+
+async function renderPhase(r: TorchRun, learner: TorchLearner, trials: readonly CorpusTrial[]) {
+  const t = performance.now();
+  const examples = await encodeWithTemplate(learner, trials, {
+    contextLength: learner.info.contextLength,
+    actionWeight: r.settings.actionWeight,
+  });
+  const stats = corpusReport({ trials: 0, playResponses: 0, malformed: 0, reflections: 0 }, examples);
+  r.say(
+    `${stats.tokens} corpus tokens in the model's chat template (mean ${Math.round(stats.meanTokens)} per trial, ` +
+      `${stats.scoredTokens} scored) (${seconds(performance.now() - t)})`,
+  );
+  return examples;
+}
+
+async function sftPhase(r: TorchRun, learner: TorchLearner, examples: readonly SftExample[]) {
+  const bar = r.stream
+    ? new ProgressBar({ label: `pretrain ${r.game} (torch)`, total: r.settings.steps, stream: r.stream })
+    : null;
+  let tokens = 0;
+  const t = performance.now();
+  const sft = await runTorchSft(learner, examples, {
+    ...r.settings,
+    rng: r.root.derive("sft"),
+    onStep: (m, step) => {
+      tokens += m.batchTokens;
+      const tokPerSec = Math.round(tokens / ((performance.now() - t) / 1000));
+      bar?.update(step, { loss: m.loss, lr: m.lr, "tok/s": tokPerSec });
+    },
+  });
+  bar?.finish();
+  return sft;
+}
+
+function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvaluation> {
+  r.say(`sampling ${r.settings.evalTrials} fresh trials at temperature 1 …`);
+  return evaluatePretrained({
+    game: r.game,
+    policy: new TorchPolicy(learner, `pretrain-${r.game}`),
+    scoreAnswers: torchAnswerScorer(learner),
+    rng: r.root.derive("eval"),
+    trials: r.settings.evalTrials,
+    maxBatch: r.settings.evalBatch,
+    targets: TORCH_PRETRAIN_TARGETS,
+  });
+}
+
+export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<TorchPretrainReport> {
+  const r = prepareRun(opts);
+  const meta = collectRunMeta("torch");
+  const clock = new Stopwatch();
+  const timings: TorchPhaseTimes = {
+    corpusMs: 0,
+    loadMs: 0,
+    renderMs: 0,
+    sftMs: 0,
+    saveMs: 0,
+    evalMs: 0,
+    totalMs: 0,
+  };
+  const base = await baseModelRecord(r.modelDir);
+  const corpus = await corpusPhase(r);
+  timings.corpusMs = clock.lap();
+  const { learner, lora } = await openLearner(r, opts, base);
+  try {
+    timings.loadMs = clock.lap();
+    const examples = await renderPhase(r, learner, corpus.trials);
+    timings.renderMs = clock.lap();
+    const sft = await sftPhase(r, learner, examples);
+    timings.sftMs = clock.lap();
+    const exported = await learner.exportHf(r.out);
+    timings.saveMs = clock.lap();
+    r.say(`wrote ${r.out}${exported.merged ? " (LoRA merged into the base)" : ""}`);
+    const report: TorchPretrainReport = {
+      backend: "torch",
+      game: r.game,
+      seed: r.seed,
+      out: r.out,
+      settings: r.settings,
+      base,
+      model: { ...learner.info, lora },
+      export: { format: "hf", merged: exported.merged, dtype: "float32" },
+      corpus: corpusReport(corpus.stats, examples),
+      sft: summarizeSft(sft),
+      evaluation: null,
+      targetsMet: false,
+      timings,
+      run: meta,
+    };
+    // Written now too, so a directory whose checks fail still says which base it came from.
+    await writeReport(r.out, report, clock);
+    if (!opts.skipEvaluation) {
+      report.evaluation = await checksPhase(r, learner);
+      report.targetsMet = report.evaluation.targets.every((t) => t.met);
+    }
+    timings.evalMs = clock.lap();
+    await writeReport(r.out, report, clock);
+    return report;
+  } finally {
+    await learner.close();
+  }
+}
+
+async function writeReport(out: string, report: TorchPretrainReport, clock: Stopwatch): Promise<void> {
+  report.timings.totalMs = performance.now() - clock.start;
+  await writeFileAtomic(join(out, REPORT_FILE), `${JSON.stringify(report, null, 2)}\n`);
+}

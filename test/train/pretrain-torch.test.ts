@@ -1,0 +1,171 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { command as pretrainCommand } from "../../src/cli/commands/pretrain.js";
+import { UsageError } from "../../src/core/errors.js";
+import { TorchLearner } from "../../src/learner/torch/learner.js";
+import { TorchModelSchema } from "../../src/train/config.js";
+import { REPORT_FILE } from "../../src/train/pretrain/run.js";
+import type { TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
+import { sftLearningRate, splitWeights } from "../../src/train/pretrain/torch-sft.js";
+import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
+
+const dirs: string[] = [];
+after(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function tempDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), "mage-pretrain-torch-"));
+  dirs.push(d);
+  return d;
+}
+
+/** Runs the command with its stdout captured. */
+async function runCommand(argv: string[]): Promise<string> {
+  const write = process.stdout.write.bind(process.stdout);
+  let out = "";
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    out += String(chunk);
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    await pretrainCommand.run(argv);
+  } finally {
+    process.stdout.write = write;
+  }
+  return out;
+}
+
+const sha256 = (file: string) => createHash("sha256").update(readFileSync(file)).digest("hex");
+
+describe("mage pretrain --backend torch", () => {
+  it("sends 0/1 masks with the weights apart, and warms up then decays the learning rate", () => {
+    const { batch, weights } = splitWeights({
+      sequences: [Int32Array.of(1, 2, 3, 4), Int32Array.of(5, 6, 7)],
+      lossMask: [Uint8Array.of(0, 4, 4, 0), Uint8Array.of(0, 0, 1)],
+    });
+    assert.deepEqual(
+      batch.lossMask.map((m) => [...m]),
+      [
+        [0, 1, 1, 0],
+        [0, 0, 1],
+      ],
+    );
+    assert.deepEqual([...weights], [4, 4, 1]);
+    const o = { steps: 10, lr: 1e-3, warmupSteps: 2, minLrRatio: 0.1 };
+    const lrs = Array.from({ length: 10 }, (_, i) => sftLearningRate(o, i));
+    assert.deepEqual(lrs.slice(0, 3), [5e-4, 1e-3, 1e-3]);
+    for (let i = 2; i < 9; i++) assert.ok(lrs[i + 1] < lrs[i], `step ${i + 1} lr ${lrs[i + 1]}`);
+    assert.ok(lrs[9] > 1e-4);
+  });
+
+  it("names the flag that does not fit the backend", async () => {
+    const cases: [string[], RegExp][] = [
+      [["--game", "kuhn", "--backend", "torch"], /--model DIR is required/],
+      [
+        ["--game", "kuhn", "--backend", "torch", "--model", "m", "--preset", "tiny"],
+        /--preset: only for the embedded/,
+      ],
+      [["--game", "kuhn", "--model", "m"], /--model: only with --backend torch/],
+      [["--game", "kuhn", "--backend", "gpu"], /valid choices: embedded, torch/],
+      [["--game", "sokoban", "--backend", "torch", "--model", "m"], /valid choices: kuhn, tictactoe/],
+      [
+        ["--game", "kuhn", "--backend", "torch", "--model", "/nonexistent/model"],
+        /--model .*no config\.json/,
+      ],
+      [["--game", "kuhn", "--backend", "torch", "--model", "m", "--lora-rank", "-1"], /--lora-rank/],
+    ];
+    for (const [argv, message] of cases)
+      await assert.rejects(pretrainCommand.run(argv), (e: unknown) => {
+        assert.ok(e instanceof UsageError, String(e));
+        assert.match(e.message, message);
+        return true;
+      });
+  });
+
+  it("warm-starts a tiny HF model into a plain directory that TorchLearner.open loads", {
+    skip: NO_WORKER,
+  }, async () => {
+    const root = await tempDir();
+    const base = join(root, "base");
+    await saveTinyHf(base, { seed: 3, contextLength: 2048 });
+    const out = join(root, "warm");
+    const printed = await runCommand([
+      "--game",
+      "kuhn",
+      "--backend",
+      "torch",
+      "--model",
+      base,
+      "--out",
+      out,
+      "--steps",
+      "3",
+      "--lr",
+      "0.01",
+      "--lora-rank",
+      "4",
+      "--corpus-trials",
+      "8",
+      "--batch-tokens",
+      "1500",
+      "--eval-trials",
+      "2",
+      "--json",
+    ]);
+    const report = JSON.parse(printed) as TorchPretrainReport;
+    assert.deepEqual(JSON.parse(readFileSync(join(out, REPORT_FILE), "utf8")), report);
+    assert.equal(report.backend, "torch");
+    assert.deepEqual(report.base, {
+      dir: base,
+      name: "base",
+      sha256: sha256(join(base, "model.safetensors")),
+    });
+    assert.equal(report.model.lora?.rank, 4);
+    assert.equal(report.export.merged, true);
+    assert.equal(report.sft.steps, 3);
+    assert.equal(report.sft.curve.length, 3);
+    assert.ok(report.corpus.scoredTokens > 0 && report.corpus.scoredTokens < report.corpus.tokens);
+    const e = report.evaluation;
+    assert.ok(e && e.trials === 2 && e.playAnswers > 0);
+    assert.equal(e.entropy.states.length > 0, true);
+    for (const s of e.entropy.states) {
+      assert.ok(s.mass > 0 && s.mass <= 1, `mass ${s.mass}`);
+      assert.ok(Math.abs(s.probs.PASS + s.probs.BET - 1) < 1e-9);
+    }
+    assert.deepEqual(
+      e.targets.map((t) => t.threshold),
+      [0.95, 0.95, 0.5, 0.5],
+    );
+    for (const phase of ["corpusMs", "loadMs", "renderMs", "sftMs", "saveMs", "evalMs"] as const)
+      assert.ok(report.timings[phase] > 0, phase);
+
+    // A plain HF directory (no adapter, no optimizer) with other weights than the base.
+    const files = readdirSync(out);
+    for (const f of ["config.json", "model.safetensors", "generation_config.json", "tokenizer.json"])
+      assert.ok(files.includes(f), `${f} in ${files.join(", ")}`);
+    assert.ok(!files.some((f) => f.startsWith("adapter_") || f === "optimizer.pt"));
+    assert.notEqual(sha256(join(out, "model.safetensors")), report.base.sha256);
+    assert.ok(!existsSync(join(root, "warm.tmp")));
+
+    const learner = await TorchLearner.open({
+      torch: TorchModelSchema.parse({ path: out }),
+      optimizer: { lr: 1e-5, weightDecay: 0, gradClip: 1 },
+      seed: 0,
+      reference: false,
+    });
+    try {
+      assert.equal(learner.info.architecture, "LlamaForCausalLM");
+      assert.equal(learner.info.trainableParameters, learner.info.parameters, "loaded as a plain model");
+      const [r] = await learner.render([[{ role: "user", content: "Card: K." }]]);
+      assert.ok(r.ids.length > 0);
+    } finally {
+      await learner.close();
+    }
+  });
+});
