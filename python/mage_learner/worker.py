@@ -183,6 +183,12 @@ class Worker:
     def op_restore(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
         return self._learner().restore(req), {}
 
+    def op_forget(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        """Empties generate's prefix store, so what follows does not depend on what came before
+        (a resumed run's first rollout must sample as the uninterrupted run's did)."""
+        self.prefixes.clear()
+        return {}, {}
+
     def op_shutdown(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
         self.stopping = True
         return {}, {}

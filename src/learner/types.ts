@@ -70,6 +70,11 @@ export interface TrainLearner {
   /** Loads weights and optimizer state from a run checkpoint `save` wrote; returns the run's JSON state. */
   restore(dir: string): Promise<unknown>;
   close(): Promise<void>;
+  /**
+   * Drops what the sampler keeps from earlier calls (the worker's prefix store), so a rollout or an
+   * evaluation samples the same whatever ran before it, e.g. after `--resume`.
+   */
+  forgetCaches?(): Promise<void>;
   /** Where the learner's time went since the last call (ms per part), then cleared; absent when untracked. */
   takeTimings?(): Record<string, number>;
 }

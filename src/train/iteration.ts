@@ -90,6 +90,7 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
   const { config } = ctx;
   const rng = Rng.seeded(config.seed).derive("iteration", iteration);
   const specs = iterationSpecs(config, rng, ctx.task.twoPlayer);
+  await ctx.learner.forgetCaches?.(); // the rollout must not depend on what sampled before it
   ctx.learner.takeTimings?.(); // what evaluations between iterations spent is not this iteration's
   const t0 = performance.now();
   const clock = newEnvClock();

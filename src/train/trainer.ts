@@ -246,6 +246,7 @@ async function trainWith(
   ) => {
     const attempts = scaling?.attempts ?? harder?.attempts ?? evalAttempts;
     // A real model's evaluation takes minutes: show trials and answers as they come.
+    await backend.learner.forgetCaches?.();
     const evalBar = opts.progress === false ? null : new EvalProgressBar({ label: `eval @${iteration}` });
     const res = await evaluate(policy, {
       task,

@@ -404,6 +404,11 @@ export class TorchLearner implements TrainLearner {
     return out;
   }
 
+  /** Empties the worker's prefix store (see `TrainLearner.forgetCaches`). */
+  async forgetCaches(): Promise<void> {
+    await this.worker.request("forget");
+  }
+
   takeTimings(): Record<string, number> {
     return this.worker.takeTimings();
   }
