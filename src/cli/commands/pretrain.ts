@@ -24,7 +24,7 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--json]\n" +
+  "[--tactical-rate X] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
@@ -67,7 +67,15 @@ const EMBEDDED_ONLY_FLAGS = [
   "heed-reflections",
   "knobs",
 ];
-const TORCH_ONLY_FLAGS = ["model", "lora-rank", "device", "dtype", "micro-batch-tokens", "threads"];
+const TORCH_ONLY_FLAGS = [
+  "model",
+  "lora-rank",
+  "device",
+  "dtype",
+  "micro-batch-tokens",
+  "threads",
+  "prefix-cache-mb",
+];
 
 /** A UsageError when a flag of the other backend is given. */
 function checkBackendFlags(backend: (typeof BACKENDS)[number], values: Record<string, unknown>): void {
@@ -177,6 +185,7 @@ export const command: Command = {
           dtype: { type: "string" },
           "micro-batch-tokens": { type: "string" },
           threads: { type: "string" },
+          "prefix-cache-mb": { type: "string" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -252,6 +261,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
     device: str("device"),
     threads: intFlag("threads", str("threads"), { min: 0 }),
+    prefixCacheMB: intFlag("prefix-cache-mb", str("prefix-cache-mb"), { min: 0 }),
     progress: values.json ? null : process.stderr,
   });
   process.stdout.write(

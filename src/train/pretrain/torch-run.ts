@@ -75,6 +75,12 @@ export interface TorchPretrainSettings {
   /** Generate calls of the checks batch at most this many requests. */
   evalBatch: number;
   /**
+   * The worker's store of earlier samples' keys and values (`model.torch.prefixCacheMB`). The
+   * checks' trials advance in lockstep, so a store smaller than all their conversations evicts
+   * each one just before its next turn and every turn prefills from scratch (docs/design.md).
+   */
+  prefixCacheMB: number;
+  /**
    * The worker's CPU threads (OMP_NUM_THREADS); 0: torch's default, one per core. On a machine
    * that other jobs share, 1 thread was 3× faster than 2 (docs/design.md).
    */
@@ -93,6 +99,7 @@ const SHARED_TORCH_SETTINGS = {
   dtype: "float32",
   device: "cpu",
   evalBatch: 64,
+  prefixCacheMB: 3072,
   threads: 0,
 } as const;
 
@@ -209,6 +216,8 @@ export function resolveTorchSettings(
   checkPositiveInt("batch-tokens", s.batchTokens);
   checkPositiveInt("micro-batch-tokens", s.microBatchTokens);
   checkPositiveInt("eval-batch", s.evalBatch);
+  if (!(Number.isFinite(s.prefixCacheMB) && s.prefixCacheMB >= 0))
+    throw new UsageError(`--prefix-cache-mb must be a number ≥ 0, got ${s.prefixCacheMB}`);
   if (!(Number.isInteger(s.threads) && s.threads >= 0))
     throw new UsageError(`--threads must be an integer ≥ 0 (0: one per core), got ${s.threads}`);
   if (!(Number.isFinite(s.lr) && s.lr > 0)) throw new UsageError(`--lr must be a number > 0, got ${s.lr}`);
@@ -256,6 +265,7 @@ function torchModelConfig(model: string, s: TorchPretrainSettings, python: strin
     lora:
       s.loraRank > 0 ? { rank: s.loraRank, alpha: 2 * s.loraRank, targetModules: LORA_TARGET_MODULES } : null,
     microBatchTokens: s.microBatchTokens,
+    prefixCacheMB: s.prefixCacheMB,
   });
 }
 
