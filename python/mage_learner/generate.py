@@ -108,17 +108,21 @@ def record(r: Row, tok: int, lp: float, stops: set[int], tokenizer: Any) -> bool
 
 
 def draw(logits: torch.Tensor, rows: list[Row]) -> list[tuple[int, float]]:
-    """One token per row: the plain temperature rows together, truncated ones row by row."""
+    """One token per row: the plain temperature rows together on the logits' device (a GPU sends
+    back two numbers per row, not the vocabulary), truncated ones row by row on the CPU."""
     u = [float(torch.rand((), generator=r.gen, dtype=torch.float64)) for r in rows]
-    x = logits.detach().to(torch.float64).cpu()
     out: list[tuple[int, float] | None] = [None] * len(rows)
     plain = [i for i, r in enumerate(rows) if is_plain(r.params)]
     if plain:
-        for i, d in zip(plain, draw_plain(x[plain], [rows[i].params.temperature for i in plain], [u[i] for i in plain])):
+        x = logits.detach() if len(plain) == len(rows) else logits.detach()[plain]
+        temps = [rows[i].params.temperature for i in plain]
+        for i, d in zip(plain, draw_plain(x.to(torch.float64), temps, [u[i] for i in plain])):
             out[i] = d
-    for i, r in enumerate(rows):
-        if out[i] is None:
-            out[i] = sample_row(x[i].numpy(), r.params, u[i])
+    rest = [i for i, d in enumerate(out) if d is None]
+    if rest:
+        xr = logits.detach()[rest].to(torch.float64).cpu()
+        for j, i in enumerate(rest):
+            out[i] = sample_row(xr[j].numpy(), rows[i].params, u[i])
     return [d for d in out if d is not None]
 
 
@@ -129,23 +133,21 @@ def is_plain(p: SamplingParams) -> bool:
 def draw_plain(x: torch.Tensor, temperatures: list[float], u: list[float]) -> list[tuple[int, float] | None]:
     """Inverse-CDF draws in token order from softmax(x / T), float64, as sample_row's untruncated case;
     None for a row whose draw rounding pushed past the last token (sample_row handles it)."""
-    inv_t = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64).unsqueeze(1)
+    inv_t = torch.tensor([1.0 / t for t in temperatures], dtype=torch.float64, device=x.device).unsqueeze(1)
     mx = x.max(dim=1, keepdim=True).values
-    if not torch.isfinite(mx).all():
+    if not bool(torch.isfinite(mx).all()):
         raise ValueError("sampling: logits are not finite")
     scaled = (x - mx) * inv_t
     cdf = torch.cumsum(torch.exp(scaled), dim=1)
     total = cdf[:, -1:]
-    target = torch.tensor(u, dtype=torch.float64).unsqueeze(1) * total
-    idx = torch.searchsorted(cdf, target, right=True).squeeze(1)
-    out: list[tuple[int, float] | None] = []
-    for r in range(x.shape[0]):
-        i = int(idx[r])
-        if i >= x.shape[1]:
-            out.append(None)
-            continue
-        out.append((i, float(scaled[r, i] - torch.log(total[r, 0]))))
-    return out
+    target = torch.tensor(u, dtype=torch.float64, device=x.device).unsqueeze(1) * total
+    idx = torch.searchsorted(cdf, target, right=True)
+    vocab = x.shape[1]
+    lp = scaled.gather(1, idx.clamp(max=vocab - 1)) - torch.log(total)
+    return [
+        None if i >= vocab else (i, v)
+        for i, v in zip(idx.squeeze(1).tolist(), lp.squeeze(1).tolist())
+    ]
 
 
 def _hit_stop(tokenizer: Any, toks: list[int], stop: tuple[str, ...]) -> bool:
