@@ -1,6 +1,6 @@
 import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
-import { weightsSha256 } from "../model/checkpoint.js";
+import { hfWeightsSha256Sync, weightsSha256 } from "../model/checkpoint.js";
 import { readSummaryJson } from "./plan-state.js";
 import type { ExperimentPlan } from "./spec.js";
 
@@ -13,7 +13,7 @@ import type { ExperimentPlan } from "./spec.js";
  * do, or null. Summaries without a recorded hash are not judged.
  */
 export function baseConflict(plan: ExperimentPlan, dir: string): string | null {
-  const now = weightsSha256(dir);
+  const now = weightsSha256(dir) ?? hfWeightsSha256Sync(dir);
   if (now === null) return null;
   const differing: string[] = [];
   let recorded = "";

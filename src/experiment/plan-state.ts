@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { SUMMARY_FORMAT } from "../train/summary.js";
 import type { ExperimentPlan, PlannedPretrain, PlannedRun } from "./spec.js";
+import { warmStartDone } from "./warm-start.js";
 
 /**
  * Where each run of a plan stands on disk, so `mage experiment --dry-run` can say what rerunning
@@ -64,9 +65,10 @@ function describePretrain(
   plan: ExperimentPlan,
   states: Map<PlannedRun, RunState>,
 ): string {
-  if (existsSync(join(p.dir, "config.json"))) return "exists, reused";
+  if (pretrainDone(p)) return "exists, reused";
   const waiting = plan.runs.filter((r) => r.pretrainedDir === p.dir && states.get(r)?.kind !== "committed");
-  return waiting.length > 0 ? "to pretrain" : "not needed (its runs are done)";
+  if (waiting.length === 0) return "not needed (its runs are done)";
+  return p.warmStart ? "to warm-start" : "to pretrain";
 }
 
 /**
@@ -78,12 +80,17 @@ export function describePlan(plan: ExperimentPlan, opts: { noTrain?: boolean } =
   const states = new Map(plan.runs.map((r) => [r, runState(r)] as const));
   const bases = plan.pretrains.map((p) => {
     const state = describePretrain(p, plan, states);
-    return [p, noTrain && state === "to pretrain" ? "not pretrained (--no-train)" : state] as const;
+    const pending = state === "to pretrain" || state === "to warm-start";
+    return [p, noTrain && pending ? "not pretrained (--no-train)" : state] as const;
   });
   const idle = (s: RunState) => noTrain && (s.kind === "new" || s.kind === "resumes");
   const lines: string[] = [];
-  for (const [p, state] of bases)
-    lines.push(`pretrain ${p.game} ${p.preset} seed ${p.seed} → ${p.dir}: ${state}`);
+  for (const [p, state] of bases) {
+    const what = p.warmStart
+      ? `warm-start ${p.game} ${basename(p.warmStart.base)}`
+      : `pretrain ${p.game} ${p.preset}`;
+    lines.push(`${what} seed ${p.seed} → ${p.dir}: ${state}`);
+  }
   for (const r of plan.runs)
     lines.push(
       `train ${r.method} seed ${r.seed}: ${r.configPath} ${r.overrides.join(" ")} → ${r.runDir}: ${describeRun(states.get(r)!, r, noTrain)}`,
@@ -98,4 +105,9 @@ export function describePlan(plan: ExperimentPlan, opts: { noTrain?: boolean } =
       (noTrain ? `; --no-train leaves ${left} unfinished run(s) alone` : ""),
   );
   return lines;
+}
+
+/** True when the base model `p` builds is already there (a warm start: with its checks done). */
+export function pretrainDone(p: PlannedPretrain): boolean {
+  return p.warmStart ? warmStartDone(p.dir) : existsSync(join(p.dir, "config.json"));
 }

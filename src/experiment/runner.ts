@@ -15,7 +15,7 @@ import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
 import { baseConflict } from "./base-check.js";
-import { readFinalSummary } from "./plan-state.js";
+import { pretrainDone, readFinalSummary } from "./plan-state.js";
 import {
   type ExperimentPlan,
   gridCells,
@@ -218,10 +218,10 @@ async function runLocked(
 
   const pretrainJobs = new Map<string, Job>();
   for (const p of plan.pretrains) {
-    if (noTrain || existsSync(join(p.dir, "config.json"))) continue;
+    if (noTrain || pretrainDone(p)) continue;
     mkdirSync(dirname(p.dir), { recursive: true });
     pretrainJobs.set(p.dir, {
-      id: `pretrain ${p.game} s${p.seed}`,
+      id: `${p.warmStart ? "warm-start" : "pretrain"} ${p.game} s${p.seed}`,
       kind: "pretrain",
       args: pretrainArgs(p),
       logFile: `${p.dir}.log`,
@@ -297,7 +297,7 @@ async function runLocked(
       const maxTokens =
         plan.runs.find((r) => r.pretrainedDir === p.dir)?.config.rollout.maxResponseTokens ?? 48;
       const dep = pretrainJobs.get(p.dir);
-      if (noTrain && !existsSync(join(p.dir, "config.json"))) continue;
+      if (noTrain && !pretrainDone(p)) continue;
       jobs.push({
         id: `diversity ${p.game} pretrained s${p.seed}`,
         kind: "diversity",

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { UsageError } from "../core/errors.js";
 import { loadConfig, type MageConfig } from "../train/config.js";
 import { PRETRAIN_DEFAULTS, PRETRAIN_RECIPE, type PretrainSettings } from "../train/pretrain/run.js";
+import { type WarmStart, WarmStartSchema, warmStartArgs, warmStartKey } from "./warm-start.js";
 
 /**
  * An experiment: a grid of methods × seeds. Each method is a training config plus overrides;
@@ -41,6 +42,12 @@ export const ExperimentSchema = z
     /** Where each finished run's summary.json is copied (committed): `<resultsDir>/<name>/<method>-s<seed>.json`. */
     resultsDir: z.string().default("docs/results/experiments"),
     methods: z.array(MethodSchema).min(1),
+    /**
+     * Real models (`model.backend: torch`): warm-start `model.torch.path` once per seed with
+     * `mage pretrain --backend torch` (these settings over its defaults) and start every method
+     * of the seed from it. null: each config names the model it trains.
+     */
+    warmStart: WarmStartSchema.nullable().default(null),
     /**
      * After each run, measure the diversity of its final model's attempt-1 play (`mage diversity`),
      * and of each shared pretrained model, into `<resultsDir>/<name>/diversity/`. null: skip.
@@ -79,6 +86,8 @@ export interface PlannedPretrain {
   settings: MageConfig["pretrain"];
   /** Puzzles: the difficulty knobs the corpus is played at (`mage pretrain --knobs`), or null. */
   knobs?: string | null;
+  /** A real model's warm start (`mage pretrain --backend torch`) of `base`, instead of an embedded pretrain. */
+  warmStart?: { base: string; settings: WarmStart };
 }
 
 export interface ExperimentPlan {
@@ -196,7 +205,14 @@ export function planExperiment(
     }
     let pretrainedDir: string | null = null;
     const overrides = [...base];
-    if (config.model.checkpoint === null) {
+    if (config.model.backend === "torch") {
+      if (spec.warmStart !== null) {
+        const warmed = planWarmStart(spec, config, seed, pretrains);
+        pretrainedDir = warmed.dir;
+        overrides.push(`model.torch.path=${warmed.dir}`);
+        config = warmed.config;
+      }
+    } else if (config.model.checkpoint === null) {
       pretrainedDir = join(spec.pretrainedDir, `${pretrainKey(config)}-s${seed}`);
       if (!pretrains.has(pretrainedDir)) {
         pretrains.set(pretrainedDir, {
@@ -223,7 +239,36 @@ export function planExperiment(
       summaryPath: join(resultsDir, `${method.name}-s${seed}.json`),
     });
   }
+  if (spec.diversity !== null && runs.some((r) => r.config.model.backend === "torch")) {
+    throw new UsageError(
+      `invalid experiment ${file}: diversity is measured for embedded models only; set diversity: null for a grid of real models`,
+    );
+  }
   return { spec, file, runs, pretrains: [...pretrains.values()], resultsDir };
+}
+
+/** The seed's warm-started copy of the config's real model (planned once per seed and settings). */
+function planWarmStart(
+  spec: ExperimentSpec,
+  config: MageConfig,
+  seed: number,
+  pretrains: Map<string, PlannedPretrain>,
+): { dir: string; config: MageConfig } {
+  const settings = spec.warmStart ?? {};
+  const dir = join(spec.pretrainedDir, `${warmStartKey(config, settings)}-s${seed}`);
+  if (!pretrains.has(dir)) {
+    pretrains.set(dir, {
+      dir,
+      game: config.game,
+      preset: config.model.preset,
+      seed,
+      kernels: config.model.kernels,
+      settings: {},
+      warmStart: { base: config.model.torch.path!, settings },
+    });
+  }
+  const torch = { ...config.model.torch, path: dir };
+  return { dir, config: { ...config, model: { ...config.model, torch } } };
 }
 
 /** The config's puzzle knobs as a YAML flow mapping (for `mage pretrain --knobs`), or null when none is set. */
@@ -241,6 +286,7 @@ export function puzzleKnobs(config: MageConfig): string | null {
 
 /** The `mage pretrain` arguments that build `p` (the same model `mage train` would pretrain itself). */
 export function pretrainArgs(p: PlannedPretrain): string[] {
+  if (p.warmStart) return warmStartArgs(p.game, p.warmStart.base, p.seed, p.dir, p.warmStart.settings);
   const args = ["pretrain", "--game", p.game, "--preset", p.preset, "--seed", String(p.seed)];
   args.push("--kernels", p.kernels, "--out", p.dir);
   const flag: Record<string, string> = {

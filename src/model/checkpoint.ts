@@ -18,7 +18,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -244,6 +244,24 @@ export function weightsSha256(dir: string): string | null {
   const file = join(dir, CHECKPOINT_FILES.model);
   if (!existsSync(file)) return null;
   return createHash("sha256").update(readFileSync(file)).digest("hex");
+}
+
+/**
+ * SHA-256 of a Hugging Face directory's weights (model.safetensors), read in chunks so a real
+ * model's file is never held whole; null when absent.
+ */
+export function hfWeightsSha256Sync(dir: string): string | null {
+  const file = join(dir, "model.safetensors");
+  if (!existsSync(file) || !statSync(file).isFile()) return null;
+  const hash = createHash("sha256");
+  const chunk = Buffer.allocUnsafe(8 << 20);
+  const fd = openSync(file, "r");
+  try {
+    for (let n = readSync(fd, chunk); n > 0; n = readSync(fd, chunk)) hash.update(chunk.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+  return hash.digest("hex");
 }
 
 /** True when `dir` is a complete checkpoint directory (and not a hidden temporary one). */

@@ -1,16 +1,3 @@
-/**
- * What `mage train` trains and samples from, by `model.backend`:
- *
- * - `embedded`: the TypeScript transformer (`Learner`) and its sampler (`EmbeddedPolicy`), which
- *   reads the learner's weights in place;
- * - `torch`: a Hugging Face model in the PyTorch worker (`TorchLearner`), sampled either by the
- *   worker itself (`TorchPolicy`) or by an OpenAI-compatible vLLM server that gets the new
- *   weights after every update (`ServedRolloutPolicy`; old log-probs then come from the learner).
- *
- * The trainer holds a `TrainBackend` and never asks which one it is.
- */
-import { createHash } from "node:crypto";
-import { createReadStream, existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { EmbeddedLearner } from "../learner/embedded.js";
 import { TorchLearner } from "../learner/torch/learner.js";
@@ -18,7 +5,7 @@ import { TorchPolicy } from "../learner/torch/policy.js";
 import { ServedRolloutPolicy } from "../learner/torch/served.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
 import type { TrainLearner } from "../learner/types.js";
-import { type loadCheckpoint, weightsSha256 } from "../model/checkpoint.js";
+import { hfWeightsSha256Sync, type loadCheckpoint, weightsSha256 } from "../model/checkpoint.js";
 import type { Kernels } from "../model/kernels/types.js";
 import { Learner } from "../model/learner.js";
 import { cloneParams } from "../model/params.js";
@@ -73,15 +60,6 @@ export function embeddedBackend(
   };
 }
 
-/** SHA-256 of a Hugging Face directory's weights (model.safetensors), streamed; null when absent. */
-async function hfWeightsSha256(dir: string): Promise<string | null> {
-  const file = join(dir, "model.safetensors");
-  if (!existsSync(file) || !statSync(file).isFile()) return null;
-  const hash = createHash("sha256");
-  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest("hex");
-}
-
 export async function torchBackend(
   config: MageConfig,
   outDir: string,
@@ -122,7 +100,7 @@ export async function torchBackend(
       evalPolicy: policy,
       recomputeOldLogp: t.rollout === "openai",
       syncPolicy,
-      baseModel: { dir: resolve(t.path!), sha256: await hfWeightsSha256(t.path!) },
+      baseModel: { dir: resolve(t.path!), sha256: hfWeightsSha256Sync(t.path!) },
       describe: {
         backend: `torch-${t.device}-${t.dtype}${t.processes > 1 ? `-x${t.processes}` : ""}`,
         kernel: "torch",

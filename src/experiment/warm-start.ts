@@ -1,0 +1,118 @@
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { z } from "zod";
+import { UsageError } from "../core/errors.js";
+import type { MageConfig } from "../train/config.js";
+import { REPORT_FILE } from "../train/pretrain/run.js";
+import {
+  TORCH_DTYPES,
+  TORCH_PRETRAIN_DEFAULTS,
+  TORCH_PRETRAIN_GAMES,
+  type TorchPretrainSettings,
+} from "../train/pretrain/torch-run.js";
+
+/**
+ * A grid's warm start of a real model (`model.backend: torch`): every seed's runs start from
+ * `mage pretrain --backend torch --model <model.torch.path> --seed <seed>`, built once per seed
+ * and shared by the seed's methods, as the embedded grids share their pretrained base.
+ */
+export const WarmStartSchema = z
+  .object({
+    steps: z.number().int().positive(),
+    corpusTrials: z.number().int().positive(),
+    evalTrials: z.number().int().positive(),
+    batchTokens: z.number().int().positive(),
+    microBatchTokens: z.number().int().positive(),
+    lr: z.number().positive(),
+    actionWeight: z.number().positive(),
+    tacticalRate: z.number().min(0).max(1),
+    loraRank: z.number().int().min(0),
+    dtype: z.enum(TORCH_DTYPES),
+    device: z.string().min(1),
+    threads: z.number().int().min(0),
+    prefixCacheMB: z.number().min(0),
+  })
+  .partial()
+  .strict();
+
+export type WarmStart = z.infer<typeof WarmStartSchema>;
+
+/** Bumped when the warm start's recipe changes in a way that changes its weights. */
+export const TORCH_WARM_START_RECIPE = 1;
+
+/** How the process runs, not what it learns: left out of the key. */
+const RUNTIME_ONLY: ReadonlySet<string> = new Set(["threads", "prefixCacheMB", "device"]);
+
+const FLAGS: Record<keyof WarmStart, string> = {
+  steps: "--steps",
+  corpusTrials: "--corpus-trials",
+  evalTrials: "--eval-trials",
+  batchTokens: "--batch-tokens",
+  microBatchTokens: "--micro-batch-tokens",
+  lr: "--lr",
+  actionWeight: "--action-weight",
+  tacticalRate: "--tactical-rate",
+  loraRank: "--lora-rank",
+  dtype: "--dtype",
+  device: "--device",
+  threads: "--threads",
+  prefixCacheMB: "--prefix-cache-mb",
+};
+
+/** The warm-started directory's name stem: game, base model name and a hash of what shapes the weights. */
+export function warmStartKey(config: MageConfig, warm: WarmStart): string {
+  const game = torchGame(config);
+  const base = config.model.torch.path;
+  if (!base) throw new UsageError("warmStart: model.torch.path must name the base model to warm-start");
+  const resolved: Partial<TorchPretrainSettings> = { ...TORCH_PRETRAIN_DEFAULTS[game], ...warm };
+  const settings = Object.fromEntries(
+    Object.entries(resolved)
+      .filter(([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k))
+      .sort(([a], [b]) => a.localeCompare(b)),
+  );
+  const hash = createHash("sha256")
+    .update(JSON.stringify({ settings, base: basename(base), recipe: TORCH_WARM_START_RECIPE }))
+    .digest("hex")
+    .slice(0, 8);
+  return `${game}-${basename(base)}-${hash}`;
+}
+
+/** The `mage pretrain --backend torch` arguments that warm-start `base` for `seed` into `out`. */
+export function warmStartArgs(
+  game: string,
+  base: string,
+  seed: number,
+  out: string,
+  warm: WarmStart,
+): string[] {
+  const args = ["pretrain", "--game", game, "--backend", "torch", "--model", base, "--seed", String(seed)];
+  args.push("--out", out);
+  for (const [key, value] of Object.entries(warm)) {
+    if (value === undefined) continue;
+    args.push(FLAGS[key as keyof WarmStart], String(value));
+  }
+  return args;
+}
+
+/** True once a warm start finished, checks included (its report is written before and after them). */
+export function warmStartDone(dir: string): boolean {
+  const file = join(dir, REPORT_FILE);
+  if (!existsSync(file)) return false;
+  try {
+    const report = JSON.parse(readFileSync(file, "utf8")) as { evaluation?: unknown };
+    return report.evaluation !== null && report.evaluation !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+function torchGame(config: MageConfig): (typeof TORCH_PRETRAIN_GAMES)[number] {
+  const game = config.game as (typeof TORCH_PRETRAIN_GAMES)[number];
+  if (!TORCH_PRETRAIN_GAMES.includes(game)) {
+    throw new UsageError(
+      `warmStart: real models are warm-started for ${TORCH_PRETRAIN_GAMES.join(" and ")} only, not ${config.game}`,
+    );
+  }
+  return game;
+}

@@ -1,0 +1,146 @@
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { UsageError } from "../../src/core/errors.js";
+import { baseConflict } from "../../src/experiment/base-check.js";
+import { describePlan } from "../../src/experiment/plan-state.js";
+import { planExperiment, pretrainArgs, readExperiment } from "../../src/experiment/spec.js";
+import { warmStartDone, warmStartKey } from "../../src/experiment/warm-start.js";
+import { hfWeightsSha256Sync } from "../../src/model/checkpoint.js";
+
+function torchConfig(root: string): string {
+  const path = join(root, "real.yaml");
+  writeFileSync(
+    path,
+    [
+      "name: real",
+      "game: kuhn",
+      `model: { backend: torch, torch: { path: ${JSON.stringify(join(root, "base-model"))} } }`,
+      "task: { attempts: 2 }",
+      "population: { opponents: [{ spec: aggressive }] }",
+      "rollout: { tasksPerIteration: 1, groupSize: 2, maxResponseTokens: 6 }",
+      "train: { iterations: 1 }",
+      "eval: { every: 0, finalTrials: 2, cells: [{ opponent: cfr, seat: second }] }",
+      "",
+    ].join("\n"),
+  );
+  return path;
+}
+
+function grid(root: string, lines: string[]): string {
+  const config = torchConfig(root);
+  const path = join(root, "grid.yaml");
+  writeFileSync(
+    path,
+    [
+      "name: real-grid",
+      "seeds: [0, 1]",
+      `runsDir: ${JSON.stringify(join(root, "runs"))}`,
+      `pretrainedDir: ${JSON.stringify(join(root, "pretrained"))}`,
+      `resultsDir: ${JSON.stringify(join(root, "results"))}`,
+      "methods:",
+      `  - { name: alpha, config: ${JSON.stringify(config)} }`,
+      `  - { name: beta, config: ${JSON.stringify(config)}, set: [credit.trajGamma=0] }`,
+      ...lines,
+      "",
+    ].join("\n"),
+  );
+  return path;
+}
+
+describe("experiment grids of real models", () => {
+  it("warm-starts the base once per seed and points every method of the seed at it", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-warm-plan-"));
+    const file = grid(root, ["warmStart: { steps: 3, threads: 1 }"]);
+    const plan = planExperiment(readExperiment(file), file);
+    assert.equal(plan.pretrains.length, 2);
+    for (const seed of [0, 1]) {
+      const runs = plan.runs.filter((r) => r.seed === seed);
+      const dir = plan.pretrains.find((p) => p.seed === seed)!.dir;
+      assert.equal(runs.length, 2);
+      for (const run of runs) {
+        assert.equal(run.pretrainedDir, dir);
+        assert.equal(run.config.model.torch.path, dir);
+        assert.equal(run.overrides.at(-1), `model.torch.path=${dir}`);
+        assert.equal(run.config.model.checkpoint, null, "a real model gets no embedded checkpoint");
+      }
+    }
+    assert.notEqual(plan.pretrains[0].dir, plan.pretrains[1].dir);
+    const args = pretrainArgs(plan.pretrains[1]);
+    assert.deepEqual(args.slice(0, 9), [
+      "pretrain",
+      "--game",
+      "kuhn",
+      "--backend",
+      "torch",
+      "--model",
+      join(root, "base-model"),
+      "--seed",
+      "1",
+    ]);
+    assert.deepEqual(args.slice(9), ["--out", plan.pretrains[1].dir, "--steps", "3", "--threads", "1"]);
+    assert.match(describePlan(plan)[0], /^warm-start kuhn base-model seed 0 → .*: to warm-start$/);
+  });
+
+  it("keys a warm start by what shapes its weights, not by how the process runs", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-warm-key-"));
+    const file = grid(root, ["warmStart: {}"]);
+    const config = planExperiment(readExperiment(file), file).runs[0].config;
+    const base = { ...config, model: { ...config.model, torch: { ...config.model.torch, path: "/m/smol" } } };
+    const key = warmStartKey(base, {});
+    assert.match(key, /^kuhn-smol-[0-9a-f]{8}$/);
+    assert.equal(warmStartKey(base, { threads: 1, prefixCacheMB: 64, device: "cuda" }), key);
+    assert.notEqual(warmStartKey(base, { steps: 31 }), key);
+    assert.notEqual(warmStartKey(base, { lr: 2e-3 }), key);
+    const other = { ...base, model: { ...base.model, torch: { ...base.model.torch, path: "/m/qwen" } } };
+    assert.notEqual(warmStartKey(other, {}), key);
+  });
+
+  it("leaves a real model alone without warmStart, and refuses diversity for real models", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-warm-none-"));
+    const file = grid(root, []);
+    const plan = planExperiment(readExperiment(file), file);
+    assert.equal(plan.pretrains.length, 0);
+    assert.ok(
+      plan.runs.every(
+        (r) => r.pretrainedDir === null && r.config.model.torch.path === join(root, "base-model"),
+      ),
+    );
+    const withDiversity = grid(root, ["diversity: { samples: 3 }"]);
+    assert.throws(
+      () => planExperiment(readExperiment(withDiversity), withDiversity),
+      (err: unknown) => {
+        return (
+          err instanceof UsageError && /diversity is measured for embedded models only/.test(err.message)
+        );
+      },
+    );
+  });
+
+  it("counts a warm start as done only once its checks are written", () => {
+    const dir = mkdtempSync(join(tmpdir(), "mage-warm-done-"));
+    assert.equal(warmStartDone(dir), false);
+    writeFileSync(join(dir, "pretrain-report.json"), JSON.stringify({ evaluation: null }));
+    assert.equal(warmStartDone(dir), false, "written before the checks: not done");
+    writeFileSync(join(dir, "pretrain-report.json"), JSON.stringify({ evaluation: { targets: [] } }));
+    assert.equal(warmStartDone(dir), true);
+  });
+
+  it("refuses a warm start whose weights differ from the ones the seed's committed runs used", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-warm-conflict-"));
+    const file = grid(root, ["warmStart: {}"]);
+    const plan = planExperiment(readExperiment(file), file);
+    const dir = plan.pretrains[0].dir;
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "model.safetensors"), "weights, first build");
+    const sha = hfWeightsSha256Sync(dir)!;
+    mkdirSync(plan.resultsDir, { recursive: true });
+    const summary = (s: string) => JSON.stringify({ baseModel: { dir, sha256: s } });
+    writeFileSync(join(plan.resultsDir, "alpha-s0.json"), summary(sha));
+    assert.equal(baseConflict(plan, dir), null);
+    writeFileSync(join(dir, "model.safetensors"), "weights, second build");
+    assert.match(baseConflict(plan, dir) ?? "", /holds other weights/);
+  });
+});
