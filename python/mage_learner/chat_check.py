@@ -7,6 +7,7 @@ prompts, in the model's own chat template (docs/design.md, "General chat").
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 PROMPTS = ("What is the capital of France?", "Give me two tips for sleeping better.", "Write a haiku about autumn.")
 
@@ -15,11 +16,12 @@ def answers(model_dir: str, prompts: tuple[str, ...], max_new_tokens: int) -> li
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tok: Any = AutoTokenizer.from_pretrained(model_dir)
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
     out: list[str] = []
     for p in prompts:
-        ids = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, return_tensors="pt")
+        ids: Any = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, return_tensors="pt")
         if not isinstance(ids, torch.Tensor):
             ids = ids["input_ids"]
         with torch.no_grad():
