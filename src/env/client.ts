@@ -6,7 +6,9 @@
  * reply are retried up to `retries` more times with exponential backoff (full jitter from a keyed
  * Rng, `100 ms × 2^k` capped at 2 s); a 4xx reply is never retried. `/step` and `/restart` carry
  * the session's sequence number, so a retried request is not applied twice. At most
- * `concurrency` requests are in flight at once. A reply that is not JSON or lacks a field the
+ * `concurrency` requests are in flight at once. A 503 with `Retry-After` (a server at its session
+ * cap) waits what the server asks, up to `maxRetryAfterMs`, instead of the jittered delay. With
+ * `apiKey` every request carries `Authorization: Bearer <apiKey>`. A reply that is not JSON or lacks a field the
  * protocol requires is a `ProtocolError`; the user's mistakes the server reports (unknown
  * environment, bad config, seed or opponent) are `UsageError`s listing the server's choices.
  */
@@ -14,7 +16,13 @@ import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { ExternalFailure, UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
-import { backoffDelayMs, ConcurrencyLimiter, realSleep, type Sleep } from "../policy/retry.js";
+import {
+  backoffDelayMs,
+  ConcurrencyLimiter,
+  parseRetryAfterMs,
+  realSleep,
+  type Sleep,
+} from "../policy/retry.js";
 import {
   type CreateReply,
   type CreateRequest,
@@ -42,6 +50,10 @@ export interface EnvClientOptions {
   /** First backoff ceiling (default 100 ms) and cap (default 2000 ms). */
   baseDelayMs?: number;
   maxDelayMs?: number;
+  /** Longest wait a server's Retry-After may ask for (default 30 000 ms). */
+  maxRetryAfterMs?: number;
+  /** Sent as `Authorization: Bearer <apiKey>` (never logged). */
+  apiKey?: string;
   sleep?: Sleep;
 }
 
@@ -87,7 +99,14 @@ function requestEnded(): void {
 
 type Outcome =
   | { ok: true; body: unknown }
-  | { ok: false; retryable: boolean; status?: number; error?: ErrorBody["error"]; cause: string };
+  | {
+      ok: false;
+      retryable: boolean;
+      status?: number;
+      error?: ErrorBody["error"];
+      cause: string;
+      retryAfterMs?: number;
+    };
 
 export class EnvClient {
   readonly url: string;
@@ -96,6 +115,8 @@ export class EnvClient {
   readonly limiter: ConcurrencyLimiter;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
+  private readonly maxRetryAfterMs: number;
+  private readonly apiKey: string | undefined;
   private readonly sleep: Sleep;
   private readonly jitter = Rng.seeded("env-client-backoff");
   private infoCache: Promise<InfoReply> | undefined;
@@ -120,6 +141,8 @@ export class EnvClient {
     this.limiter = new ConcurrencyLimiter(options.concurrency ?? ENV_CLIENT_DEFAULTS.concurrency);
     this.baseDelayMs = options.baseDelayMs ?? 100;
     this.maxDelayMs = options.maxDelayMs ?? 2000;
+    this.maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
+    this.apiKey = options.apiKey;
     this.sleep = options.sleep ?? realSleep;
     // Idle keep-alive sockets do not hold the process open (a CLI run ends when its work does).
     this.agent = new HttpAgent({ keepAlive: true, maxSockets: this.limiter.limit });
@@ -192,8 +215,14 @@ export class EnvClient {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     let last: Extract<Outcome, { ok: false }> | undefined;
     for (let attempt = 0; attempt <= this.retries; attempt++) {
-      if (attempt > 0)
-        await this.sleep(backoffDelayMs(attempt - 1, this.baseDelayMs, this.maxDelayMs, this.jitter));
+      if (attempt > 0) {
+        const asked = last?.retryAfterMs;
+        await this.sleep(
+          asked !== undefined
+            ? Math.min(asked, this.maxRetryAfterMs)
+            : backoffDelayMs(attempt - 1, this.baseDelayMs, this.maxDelayMs, this.jitter),
+        );
+      }
       const outcome = await this.limiter.run(() => this.once(method, path, payload));
       if (outcome.ok) return outcome.body;
       last = outcome;
@@ -240,6 +269,7 @@ export class EnvClient {
       };
       const url = new URL(this.url + path);
       const headers: Record<string, string | number> = {};
+      if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
       if (payload !== undefined) {
         headers["content-type"] = "application/json";
         headers["content-length"] = Buffer.byteLength(payload);
@@ -251,9 +281,11 @@ export class EnvClient {
           const chunks: Buffer[] = [];
           res.on("data", (c: Buffer) => chunks.push(c));
           res.on("error", (err) => done(this.connectionFailure(err)));
-          res.on("end", () =>
-            done(this.outcome(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"))),
-          );
+          res.on("end", () => {
+            const o = this.outcome(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"));
+            const wait = parseRetryAfterMs(res.headers["retry-after"], Date.now());
+            done(!o.ok && o.retryable && wait !== undefined ? { ...o, retryAfterMs: wait } : o);
+          });
         },
       );
       const timer = setTimeout(() => {

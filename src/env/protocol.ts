@@ -18,6 +18,10 @@ export type ErrorKind =
   | "out_of_order"
   | "game_over"
   | "not_found"
+  | "unauthorized"
+  | "too_many_sessions"
+  | "opponent_timeout"
+  | "shutting_down"
   | "internal";
 
 /** Error kinds caused by what the user asked for: mage reports them as a UsageError (exit 2). */
@@ -27,6 +31,7 @@ export const USAGE_ERROR_KINDS: readonly ErrorKind[] = [
   "bad_seed",
   "bad_opponent",
   "bad_seat",
+  "unauthorized",
 ];
 
 export interface ErrorBody {
@@ -48,6 +53,8 @@ export interface OpponentDescription {
   /** An exact spec ("random") or a pattern with one argument ("mcts:<simulations>"). */
   spec: string;
   description?: string;
+  /** A pattern's allowed arguments on this server (inclusive), when the server bounds them. */
+  argumentRange?: { min: number; max: number };
 }
 
 export interface EnvDescription {
@@ -257,7 +264,13 @@ export function parseInfoReply(body: unknown): InfoReply {
       seats: seats.filter((s): s is "first" | "second" => s === "first" || s === "second"),
       opponents: opponents.map((o, j) => {
         const or = reader(`GET /info environments[${i}].opponents[${j}]`, o);
-        return clean({ spec: or.str("spec"), description: or.optStr("description") });
+        const range = or.o.argumentRange;
+        const rr = range === undefined || range === null ? null : reader(`${or.where} argumentRange`, range);
+        return clean({
+          spec: or.str("spec"),
+          description: or.optStr("description"),
+          argumentRange: rr ? { min: rr.num("min"), max: rr.num("max") } : undefined,
+        });
       }),
       defaultOpponent: er.optStr("defaultOpponent") ?? null,
       maxTurns: er.num("maxTurns"),

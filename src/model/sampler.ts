@@ -80,6 +80,11 @@ export interface GenerateOptions {
    * step are reported before the event loop runs, so a server can stream them.
    */
   onToken?: (request: number, tokenId: number, logprob: number) => void;
+  /**
+   * `generateAsync` only: asked after each wave's prefill and every decode step; true ends the
+   * generation there, each sequence as far as it got (a server shutting down uses it).
+   */
+  stop?: () => boolean;
 }
 
 /** Where the time of the last `generate` call went. */
@@ -411,12 +416,14 @@ export class Sampler {
     const seqs = this.begin(params, requests, options);
     const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
     try {
+      const stopped = () => options.stop?.() === true;
       for (const wave of this.waves(seqs, options)) {
+        if (stopped()) break;
         try {
           const active = this.prefillWave(wave, options);
           let n = active.length;
           await turn();
-          while (n > 0) {
+          while (n > 0 && !stopped()) {
             n = this.decodeStep(active, n, options);
             await turn();
           }

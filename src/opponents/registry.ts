@@ -15,6 +15,17 @@ export interface OpponentKind<S = unknown, M = unknown> {
   /** Whether the argument may be left out (a default is used). */
   argOptional?: boolean;
   description: string;
+  /**
+   * For kinds whose work grows with their argument (MCTS simulations, CFR iterations): what the
+   * argument counts, the largest value `mage env-serve` allows unless told otherwise, and the
+   * largest the kind accepts at all. Such an opponent is played off the server's event loop.
+   */
+  work?: { unit: string; serveLimit: number; max?: number };
+  /**
+   * Builds the opponent. It draws from `ctx.rng` itself, never from a copy, so the generator's
+   * state after a move is the opponent's stream state (`mage env-serve` plays such moves in a
+   * worker thread and carries that state back).
+   */
   create(arg: string | undefined, ctx: { rng: Rng; replay: boolean; spec: string }): Opponent<S, M>;
 }
 
@@ -40,6 +51,14 @@ export function describeOpponentSpecs(game: string): string {
     .join(", ");
 }
 
+/** A spec split at its first colon: "mcts:100" → { name: "mcts", arg: "100" }. */
+export function splitOpponentSpec(spec: string): { name: string; arg: string | undefined } {
+  const colon = spec.indexOf(":");
+  return colon < 0
+    ? { name: spec, arg: undefined }
+    : { name: spec.slice(0, colon), arg: spec.slice(colon + 1) };
+}
+
 /** Parses and builds an opponent from a spec; a bad spec is a UsageError listing the valid ones. */
 export function createOpponent<S, M>(
   game: string,
@@ -47,9 +66,7 @@ export function createOpponent<S, M>(
   ctx: { rng: Rng; replay?: boolean },
 ): Opponent<S, M> {
   const kinds = opponentKindsFor(game);
-  const colon = spec.indexOf(":");
-  const name = colon < 0 ? spec : spec.slice(0, colon);
-  const arg = colon < 0 ? undefined : spec.slice(colon + 1);
+  const { name, arg } = splitOpponentSpec(spec);
   const kind = kinds.find((k) => k.name === name);
   if (!kind) {
     throw new UsageError(`unknown ${game} opponent "${spec}"; valid specs: ${describeOpponentSpecs(game)}`);

@@ -81,13 +81,12 @@ export class ServeEngine {
    * `run`, letting the event loop turn after every decode step, so jobs with `onToken` hear of
    * each token while the batch is still sampling. Same results as `run`.
    */
-  async runAsync(jobs: readonly GenJob[], maxConcurrent = 64): Promise<GenResult[]> {
+  async runAsync(jobs: readonly GenJob[], maxConcurrent = 64, stop?: () => boolean): Promise<GenResult[]> {
     if (jobs.length === 0) return [];
-    const outs = await this.sampler.generateAsync(
-      this.params,
-      this.requests(jobs),
-      this.options(jobs, maxConcurrent),
-    );
+    const outs = await this.sampler.generateAsync(this.params, this.requests(jobs), {
+      ...this.options(jobs, maxConcurrent),
+      ...(stop ? { stop } : {}),
+    });
     return this.finish(jobs, outs);
   }
 
@@ -218,6 +217,14 @@ export class CancelledJobError extends Error {
   }
 }
 
+/** The server is shutting down: the job was dropped, or its sampling was cut short. */
+export class ShutdownError extends Error {
+  constructor() {
+    super("the server is shutting down");
+    this.name = "ShutdownError";
+  }
+}
+
 interface Pending {
   job: GenJob;
   resolve: (r: GenResult) => void;
@@ -241,6 +248,7 @@ export class Batcher {
   private timer: NodeJS.Timeout | null = null;
   private firstAt = 0;
   private running = false;
+  private cancelled = false;
   private idleWaiters: (() => void)[] = [];
 
   constructor(
@@ -258,6 +266,7 @@ export class Batcher {
   }
 
   submit(job: GenJob, cancelled: () => boolean = () => false): Promise<GenResult> {
+    if (this.cancelled) return Promise.reject(new ShutdownError());
     return new Promise((resolve, reject) => {
       this.queue.push({ job, resolve, reject, cancelled });
       this.schedule();
@@ -293,7 +302,8 @@ export class Batcher {
     try {
       const live: Pending[] = [];
       for (const p of this.queue) {
-        if (p.cancelled()) p.reject(new CancelledJobError());
+        if (this.cancelled) p.reject(new ShutdownError());
+        else if (p.cancelled()) p.reject(new CancelledJobError());
         else live.push(p);
       }
       const batch = live.slice(0, this.maxBatch);
@@ -306,9 +316,14 @@ export class Batcher {
         results = await this.engine.runAsync(
           batch.map((p) => p.job),
           this.maxBatch,
+          () => this.cancelled,
         );
       } catch (err) {
         for (const p of batch) p.reject(err);
+        return;
+      }
+      if (this.cancelled) {
+        for (const p of batch) p.reject(new ShutdownError());
         return;
       }
       for (const [i, p] of batch.entries()) p.resolve(results[i]);
@@ -317,6 +332,15 @@ export class Batcher {
       if (this.queue.length > 0) this.schedule();
       else for (const w of this.idleWaiters.splice(0)) w();
     }
+  }
+
+  /**
+   * Shutting down: queued jobs and later submissions reject with `ShutdownError`, and the batch
+   * being sampled stops at its next decode step and rejects the same way.
+   */
+  cancel(): void {
+    this.cancelled = true;
+    if (!this.running && this.queue.length > 0) void this.flush();
   }
 
   /** Resolves once no job is queued or running. */

@@ -24,25 +24,65 @@ import {
   type StateReply,
   type StepReply,
 } from "../env/protocol.js";
-import { opponentKindsFor } from "../opponents/registry.js";
-import { createTask, loadTask, TASKS } from "../tasks/registry.js";
+import { loadTask, TASKS } from "../tasks/registry.js";
 import type { StepResult, TaskOptions, TextTask } from "../tasks/types.js";
+import { bearerCheck } from "./auth.js";
+import { BodyTooLargeError, readLimitedBody, STALL_LIMITS } from "./http-body.js";
+import { defaultPoolSize, OpponentPool, OpponentTimeoutError, PoolClosedError } from "./opponent-pool.js";
+import {
+  checkServedSpec,
+  describeServedOpponents,
+  type OpponentLimits,
+  opponentLimits,
+  servedOpponentFactory,
+} from "./served-opponents.js";
+import { SessionTable } from "./session-table.js";
 
 export interface EnvServerOptions {
   host?: string;
   port?: number;
   /** Idle sessions older than this are dropped (default 600 s). */
   sessionTtlSeconds?: number;
+  /** Live sessions at most; a /create past it gets 503 `too_many_sessions` (default 20 000). */
+  maxSessions?: number;
   /** Largest request body (default 1 MiB). */
   maxBodyBytes?: number;
+  /** Largest argument per opponent kind ("mcts", "cfr", …); kinds left out keep the registry's limit. */
+  opponentLimits?: Readonly<Record<string, number>>;
+  /** Worker threads that play the heavy opponents' moves (default: the cores, at most 4). */
+  opponentThreads?: number;
+  /** Time one /create, /step or /restart may spend on opponent moves, queued or thinking (default 5000 ms). */
+  timeBudgetMs?: number;
+  /** When set, every endpoint but GET /health needs `Authorization: Bearer <apiKey>`. */
+  apiKey?: string | null;
+  /** On close, how long requests in flight may take to finish before their moves are cancelled (default 2000 ms). */
+  shutdownGraceMs?: number;
   log?: (line: string) => void;
 }
+
+export const ENV_SERVER_DEFAULTS = {
+  sessionTtlSeconds: 600,
+  // A big run's concurrency: kuhn-mage's final evaluation (8 cells × 2,000 trials) holds 16,000
+  // sessions at once; about 5 KB each, so the cap is about 100 MB.
+  maxSessions: 20_000,
+  maxBodyBytes: 1 << 20,
+  timeBudgetMs: 5000,
+  shutdownGraceMs: 2000,
+} as const;
 
 export interface EnvServerHandle {
   readonly url: string;
   readonly server: Server;
   /** Sessions open now. */
   readonly sessions: number;
+  /** The opponent limits in force. */
+  readonly limits: OpponentLimits;
+  readonly pool: OpponentPool;
+  /**
+   * Stops accepting connections, lets requests in flight finish for up to `shutdownGraceMs`,
+   * then cancels the opponent moves still running (their requests answer 503 `shutting_down`),
+   * drops every session and closes every connection.
+   */
   close(): Promise<void>;
 }
 
@@ -86,17 +126,10 @@ function taskOptions(name: string, config: Record<string, unknown>): TaskOptions
   return config.replayOpponent !== undefined ? { replayOpponent: config.replayOpponent as boolean } : {};
 }
 
-/** The opponent specs of a game as /info lists them ("mcts", "mcts:<simulations>"). */
-function opponentSpecs(game: string): { spec: string; description: string }[] {
-  return opponentKindsFor(game).flatMap((k) => {
-    if (k.arg === undefined) return [{ spec: k.name, description: k.description }];
-    const withArg = { spec: `${k.name}:${k.arg}`, description: k.description };
-    return k.argOptional ? [{ spec: k.name, description: k.description }, withArg] : [withArg];
-  });
-}
-
-/** /info's environment list: every task in mage's registry. */
-export async function describeEnvironments(): Promise<EnvDescription[]> {
+/** /info's environment list: every task in mage's registry, opponents with this server's limits. */
+export async function describeEnvironments(
+  limits: OpponentLimits = opponentLimits(),
+): Promise<EnvDescription[]> {
   const out: EnvDescription[] = [];
   for (const name of Object.keys(TASKS).sort()) {
     const def = await loadTask(name);
@@ -105,7 +138,7 @@ export async function describeEnvironments(): Promise<EnvDescription[]> {
       description: def.description,
       twoPlayer: def.twoPlayer,
       seats: def.twoPlayer ? ["first", "second"] : [],
-      opponents: def.twoPlayer ? opponentSpecs(name) : [],
+      opponents: def.twoPlayer ? describeServedOpponents(name, limits) : [],
       defaultOpponent: def.defaultOpponent ?? null,
       maxTurns: def.maxTurns,
       seeds: SEEDS,
@@ -120,13 +153,19 @@ class HttpError extends Error {
   constructor(
     readonly status: number,
     readonly body: ErrorBody["error"],
+    readonly headers: Record<string, string> = {},
   ) {
     super(body.message);
   }
 }
 
-const fail = (status: number, kind: ErrorKind, message: string, extra: Partial<ErrorBody["error"]> = {}) =>
-  new HttpError(status, { kind, message, ...extra });
+const fail = (
+  status: number,
+  kind: ErrorKind,
+  message: string,
+  extra: Partial<ErrorBody["error"]> = {},
+  headers: Record<string, string> = {},
+) => new HttpError(status, { kind, message, ...extra }, headers);
 
 interface Session {
   id: string;
@@ -139,6 +178,8 @@ interface Session {
   /** The /step or /restart being served now. */
   pending?: { seq: number; reply: Promise<string> };
   touched: number;
+  /** The current request's deadline for opponent moves; pooled opponents read this object. */
+  budget: { deadline: number; budgetMs: number };
 }
 
 function fingerprint(s: Pick<Session, "salt" | "task" | "env">): string {
@@ -197,12 +238,92 @@ function seqOf(body: Record<string, unknown>): number {
   return seq;
 }
 
+/** Reads and checks the seeds, seat and opponent of a /create body (no work done yet). */
+function createFields(env: EnvDescription, body: Record<string, unknown>, limits: OpponentLimits) {
+  const name = env.name;
+  const seedErr = (field: string, v: unknown) =>
+    fail(
+      400,
+      "bad_seed",
+      `${field} must be an integer in [${SEEDS.min}, ${SEEDS.max}], got ${JSON.stringify(v)}`,
+      {
+        field,
+      },
+    );
+  const isSeed = (v: unknown): v is number =>
+    typeof v === "number" && Number.isInteger(v) && v >= SEEDS.min && v <= SEEDS.max;
+  const seed = body.seed;
+  if (!isSeed(seed)) throw seedErr("seed", seed);
+  const oseed = body.opponentSeed;
+  if (oseed !== undefined && !isSeed(oseed)) throw seedErr("opponentSeed", oseed);
+  const seat = body.seat;
+  const opponent = body.opponent;
+  if (!env.twoPlayer && seat !== undefined)
+    throw fail(400, "bad_seat", `environment "${name}" is single-player and takes no seat`, {
+      field: "seat",
+    });
+  if (!env.twoPlayer && opponent !== undefined)
+    throw fail(400, "bad_opponent", `environment "${name}" is single-player and takes no opponent`, {
+      field: "opponent",
+      choices: [],
+    });
+  if (seat !== undefined && seat !== "first" && seat !== "second")
+    throw fail(400, "bad_seat", `unknown seat ${JSON.stringify(seat)}; valid choices: first, second`, {
+      field: "seat",
+      choices: ["first", "second"],
+    });
+  if (opponent !== undefined && typeof opponent !== "string")
+    throw fail(400, "bad_opponent", "opponent must be a string", { field: "opponent" });
+  const spec = opponent ?? env.defaultOpponent ?? undefined;
+  if (env.twoPlayer && spec !== undefined) {
+    try {
+      checkServedSpec(name, spec, limits);
+    } catch (err) {
+      if (!(err instanceof UsageError)) throw err;
+      throw fail(400, "bad_opponent", err.message, {
+        field: "opponent",
+        choices: env.opponents.map((o) => o.spec),
+      });
+    }
+  }
+  return {
+    seed,
+    opponentSeed: oseed as number | undefined,
+    ...(seat !== undefined ? { seat: seat as "first" | "second" } : {}),
+    ...(opponent !== undefined ? { opponent: opponent as string } : {}),
+  };
+}
+
+/** What a failed opponent move becomes on the wire. */
+function moveFailure(err: unknown): unknown {
+  if (err instanceof OpponentTimeoutError)
+    return fail(
+      503,
+      "opponent_timeout",
+      `${err.message}; the session is as it was before this request`,
+      {},
+      {
+        "retry-after": "1",
+      },
+    );
+  if (err instanceof PoolClosedError) return shuttingDown();
+  return err;
+}
+
+function shuttingDown(): HttpError {
+  return fail(503, "shutting_down", "the server is shutting down", {}, { connection: "close" });
+}
+
 export async function startEnvServer(options: EnvServerOptions = {}): Promise<EnvServerHandle> {
   const host = options.host ?? "127.0.0.1";
-  const ttlMs = (options.sessionTtlSeconds ?? 600) * 1000;
-  const maxBody = options.maxBodyBytes ?? 1 << 20;
+  const ttlMs = (options.sessionTtlSeconds ?? ENV_SERVER_DEFAULTS.sessionTtlSeconds) * 1000;
+  const maxBody = options.maxBodyBytes ?? ENV_SERVER_DEFAULTS.maxBodyBytes;
+  const budgetMs = options.timeBudgetMs ?? ENV_SERVER_DEFAULTS.timeBudgetMs;
+  const graceMs = options.shutdownGraceMs ?? ENV_SERVER_DEFAULTS.shutdownGraceMs;
   const log = options.log ?? (() => {});
-  const environments = await describeEnvironments();
+  const limits = opponentLimits(options.opponentLimits);
+  const authorized = bearerCheck(options.apiKey);
+  const environments = await describeEnvironments(limits);
   const byName = new Map(environments.map((e) => [e.name, e]));
   const info: InfoReply = {
     protocol: PROTOCOL_VERSION,
@@ -211,16 +332,20 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
     environments,
   };
   const infoText = JSON.stringify(info);
-  const sessions = new Map<string, Session>();
+  const sessions = new SessionTable<Session>(options.maxSessions ?? ENV_SERVER_DEFAULTS.maxSessions, ttlMs);
+  const pool = new OpponentPool(options.opponentThreads ?? defaultPoolSize());
   let nextId = 1;
+  let closing = false;
+  let inFlight = 0;
+  const idleWaiters: (() => void)[] = [];
+  const newBudget = () => ({ deadline: performance.now() + budgetMs, budgetMs });
 
   const session = (body: Record<string, unknown>): Session => {
     const id = body.session;
     if (typeof id !== "string")
       throw fail(400, "bad_request", "session must be a string", { field: "session" });
-    const s = sessions.get(id);
+    const s = sessions.use(id);
     if (!s) throw fail(404, "unknown_session", `no session "${id}" (closed, expired or never created)`);
-    s.touched = Date.now();
     return s;
   };
 
@@ -236,7 +361,13 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
         `session ${s.id}: seq ${seq} after ${s.lastSeq} (expected ${s.lastSeq + 1})`,
       );
     }
-    const reply = act().then((r) => JSON.stringify(r));
+    Object.assign(s.budget, newBudget());
+    const reply = act().then(
+      (r) => JSON.stringify(r),
+      (err: unknown) => {
+        throw moveFailure(err);
+      },
+    );
     s.pending = { seq, reply };
     try {
       const text = await reply;
@@ -246,6 +377,33 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
     } finally {
       s.pending = undefined;
     }
+  };
+
+  const build = async (
+    env: EnvDescription,
+    config: Record<string, unknown>,
+    fields: ReturnType<typeof createFields>,
+  ) => {
+    const def = await loadTask(env.name);
+    const budget = newBudget();
+    const task = def.create({
+      ...taskOptions(env.name, config),
+      ...(fields.opponent !== undefined ? { opponent: fields.opponent } : {}),
+      ...(fields.seat !== undefined ? { seat: fields.seat } : {}),
+      ...(env.twoPlayer ? { makeOpponent: servedOpponentFactory(env.name, pool, () => budget) } : {}),
+    });
+    const rng = Rng.seeded(fields.seed);
+    const opponentRng =
+      fields.opponentSeed === undefined ? rng.derive("opponent") : Rng.seeded(fields.opponentSeed);
+    try {
+      await task.reset(rng, opponentRng);
+    } catch (err) {
+      // Knob combinations the declared ranges allow but the engine cannot build (too many mines).
+      if (err instanceof UsageError || err instanceof RangeError)
+        throw fail(400, "bad_config", (err as Error).message, { field: "config" });
+      throw moveFailure(err);
+    }
+    return { task, budget };
   };
 
   const create = async (body: Record<string, unknown>): Promise<string> => {
@@ -263,67 +421,25 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
     if (!isObj(config)) throw fail(400, "bad_config", "config must be an object", { field: "config" });
     const bad = checkEnvConfig(env, config);
     if (bad) throw new HttpError(400, bad);
-    const seedErr = (field: string, v: unknown) =>
-      fail(
-        400,
-        "bad_seed",
-        `${field} must be an integer in [${SEEDS.min}, ${SEEDS.max}], got ${JSON.stringify(v)}`,
-        {
-          field,
-        },
+    const fields = createFields(env, body, limits);
+    if (!sessions.reserve()) {
+      const wait = sessions.retryAfterSeconds();
+      throw fail(
+        503,
+        "too_many_sessions",
+        `the server holds its maximum of ${sessions.maxSessions} live sessions; close finished ones (idle ones expire after ${ttlMs / 1000} s), retry in ${wait} s`,
+        {},
+        { "retry-after": String(wait) },
       );
-    const seed = body.seed;
-    if (typeof seed !== "number" || !Number.isInteger(seed) || seed < SEEDS.min || seed > SEEDS.max)
-      throw seedErr("seed", seed);
-    const oseed = body.opponentSeed;
-    if (
-      oseed !== undefined &&
-      (typeof oseed !== "number" || !Number.isInteger(oseed) || oseed < SEEDS.min || oseed > SEEDS.max)
-    )
-      throw seedErr("opponentSeed", oseed);
-    const seat = body.seat;
-    const opponent = body.opponent;
-    if (!env.twoPlayer && seat !== undefined)
-      throw fail(400, "bad_seat", `environment "${name}" is single-player and takes no seat`, {
-        field: "seat",
-      });
-    if (!env.twoPlayer && opponent !== undefined)
-      throw fail(400, "bad_opponent", `environment "${name}" is single-player and takes no opponent`, {
-        field: "opponent",
-        choices: [],
-      });
-    if (seat !== undefined && seat !== "first" && seat !== "second")
-      throw fail(400, "bad_seat", `unknown seat ${JSON.stringify(seat)}; valid choices: first, second`, {
-        field: "seat",
-        choices: ["first", "second"],
-      });
-    if (opponent !== undefined && typeof opponent !== "string")
-      throw fail(400, "bad_opponent", "opponent must be a string", { field: "opponent" });
-    let task: TextTask;
-    try {
-      task = await createTask(name, {
-        ...taskOptions(name, config),
-        ...(opponent !== undefined ? { opponent } : {}),
-        ...(seat !== undefined ? { seat } : {}),
-      });
-    } catch (err) {
-      if (!(err instanceof UsageError)) throw err;
-      const isOpponent = opponent !== undefined && /opponent|spec/i.test(err.message);
-      throw fail(400, isOpponent ? "bad_opponent" : "bad_config", err.message, {
-        field: isOpponent ? "opponent" : "config",
-        ...(isOpponent ? { choices: env.opponents.map((o) => o.spec) } : {}),
-      });
     }
-    const rng = Rng.seeded(seed);
-    const opponentRng = oseed === undefined ? rng.derive("opponent") : Rng.seeded(oseed as number);
+    let built: Awaited<ReturnType<typeof build>>;
     try {
-      await task.reset(rng, opponentRng);
+      built = await build(env, config, fields);
     } catch (err) {
-      // Knob combinations the declared ranges allow but the engine cannot build (too many mines).
-      if (err instanceof UsageError || err instanceof RangeError)
-        throw fail(400, "bad_config", (err as Error).message, { field: "config" });
+      sessions.release();
       throw err;
     }
+    const { task, budget } = built;
     const id = `s-${nextId++}`;
     const s: Session = {
       id,
@@ -333,8 +449,9 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
       lastSeq: 0,
       lastReply: "",
       touched: Date.now(),
+      budget,
     };
-    sessions.set(id, s);
+    sessions.add(id, s);
     return JSON.stringify({ session: id, prompt: task.promptText(), ...stateReply(s) });
   };
 
@@ -365,22 +482,41 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
     return JSON.stringify({ closed: true });
   };
 
-  const route = async (req: IncomingMessage, text: string): Promise<string> => {
+  const endpoints: Record<string, (b: Record<string, unknown>) => Promise<string> | string> = {
+    "/create": create,
+    "/step": step,
+    "/restart": restart,
+    "/close": close,
+  };
+
+  const route = async (req: IncomingMessage): Promise<string> => {
     const path = (req.url ?? "/").split("?")[0];
+    if (req.method === "GET" && path === "/health") return JSON.stringify({ status: "ok" });
+    if (!authorized(req))
+      throw fail(
+        401,
+        "unauthorized",
+        "missing or wrong API key: send 'Authorization: Bearer KEY' (a game: remote config names the variable that holds it in env.apiKeyEnv)",
+        {},
+        { "www-authenticate": "Bearer" },
+      );
+    if (closing) throw shuttingDown();
     if (req.method === "GET" && path === "/info") return infoText;
-    const endpoints: Record<string, (b: Record<string, unknown>) => Promise<string> | string> = {
-      "/create": create,
-      "/step": step,
-      "/restart": restart,
-      "/close": close,
-    };
     const handler = endpoints[path];
     if (!handler || req.method !== "POST") {
       throw fail(
         404,
         "not_found",
-        `no endpoint ${req.method} ${path}; endpoints: GET /info, POST ${Object.keys(endpoints).join(", ")}`,
+        `no endpoint ${req.method} ${path}; endpoints: GET /info, GET /health, POST ${Object.keys(endpoints).join(", ")}`,
       );
+    }
+    let text: string;
+    try {
+      text = (await readLimitedBody(req, maxBody)).toString("utf8");
+    } catch (err) {
+      if (err instanceof BodyTooLargeError)
+        throw fail(413, "bad_request", `request body over ${maxBody} bytes`);
+      throw err;
     }
     let body: unknown;
     try {
@@ -392,41 +528,32 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
     return handler(body);
   };
 
-  const send = (res: ServerResponse, status: number, text: string) => {
-    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  const send = (res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}) => {
+    if (res.headersSent || res.destroyed) return;
+    res.writeHead(status, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(text),
+      ...headers,
+    });
     res.end(text);
   };
 
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooBig = false;
-    req.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size > maxBody) tooBig = true;
-      else chunks.push(c);
+  const server = createServer(STALL_LIMITS, (req, res) => {
+    inFlight++;
+    res.once("close", () => {
+      if (--inFlight === 0) for (const w of idleWaiters.splice(0)) w();
     });
-    req.on("end", () => {
-      if (tooBig) {
-        send(
-          res,
-          413,
-          JSON.stringify({ error: { kind: "bad_request", message: `request body over ${maxBody} bytes` } }),
-        );
-        return;
-      }
-      route(req, Buffer.concat(chunks).toString("utf8")).then(
-        (text) => send(res, 200, text),
-        (err: unknown) => {
-          if (err instanceof HttpError) {
-            send(res, err.status, JSON.stringify({ error: err.body }));
-            return;
-          }
-          log(`env-serve: internal error: ${(err as Error).stack ?? String(err)}`);
-          send(res, 500, JSON.stringify({ error: { kind: "internal", message: (err as Error).message } }));
-        },
-      );
-    });
+    route(req).then(
+      (text) => send(res, 200, text),
+      (err: unknown) => {
+        if (err instanceof HttpError) {
+          send(res, err.status, JSON.stringify({ error: err.body }), err.headers);
+          return;
+        }
+        log(`env-serve: internal error: ${(err as Error).stack ?? String(err)}`);
+        send(res, 500, JSON.stringify({ error: { kind: "internal", message: (err as Error).message } }));
+      },
+    );
   });
   server.keepAliveTimeout = 30_000;
   const sockets = new Set<Socket>();
@@ -434,31 +561,52 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
-  const sweep = setInterval(
-    () => {
-      const now = Date.now();
-      for (const [id, s] of sessions) if (now - s.touched > ttlMs) sessions.delete(id);
-    },
-    Math.min(60_000, Math.max(1000, ttlMs / 2)),
-  );
+  const sweep = setInterval(() => sessions.sweep(), Math.min(60_000, Math.max(1000, ttlMs / 2)));
   sweep.unref();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => resolve());
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
   });
   const addr = server.address() as AddressInfo;
   const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+
+  const idle = (ms: number) =>
+    inFlight === 0
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, ms);
+          idleWaiters.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+  let closed: Promise<void> | undefined;
   return {
     url: `http://${shownHost}:${addr.port}`,
     server,
+    limits,
+    pool,
     get sessions() {
       return sessions.size;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
+    close() {
+      closed ??= (async () => {
+        closing = true;
         clearInterval(sweep);
+        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await idle(graceMs);
+        // Moves still thinking are cancelled; their requests answer 503 shutting_down.
+        await pool.close();
+        await idle(500);
+        sessions.clear();
         for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
+        await stopped;
+      })();
+      return closed;
+    },
   };
 }

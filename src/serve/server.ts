@@ -20,12 +20,13 @@
  * wrong API key when one is configured (401, checked on every request). The key is compared in
  * constant time and never logged; the access log has method, path, status, time and tokens only.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Rng } from "../core/rng.js";
 import { renderChatIds } from "../model/chat-template.js";
-import { Batcher, type ServeEngine } from "./engine.js";
+import { bearerCheck } from "./auth.js";
+import { Batcher, type ServeEngine, ShutdownError } from "./engine.js";
+import { BodyTooLargeError, readLimitedBody, STALL_LIMITS } from "./http-body.js";
 import {
   ApiError,
   type ChatRequest,
@@ -63,6 +64,7 @@ export const SERVE_DEFAULTS = {
   batchWindowMs: 5,
   batchMaxWaitMs: 50,
   maxBatch: 64,
+  shutdownGraceMs: 10_000,
 } as const;
 
 export interface ServeOptions {
@@ -89,6 +91,8 @@ export interface ServeOptions {
   maxBatch?: number;
   /** Seed of the stream that draws seeds for requests that give none (default: time-based). */
   seed?: number;
+  /** On close, how long requests in flight may take to finish before they are cancelled (default 10 000 ms). */
+  shutdownGraceMs?: number;
   /** Access log sink (one line per request); default none. */
   log?: (line: string) => void;
 }
@@ -111,12 +115,12 @@ export interface ServeHandle {
   port: number;
   server: Server;
   stats(): ServeStats;
-  /** Stops accepting requests, lets in-flight ones finish, then closes every connection. */
+  /**
+   * Stops accepting requests and lets the ones in flight finish for up to `shutdownGraceMs`; then
+   * cancels the rest (sampling stops at its next decode step; they answer 503 `shutting_down`)
+   * and closes every connection.
+   */
   close(): Promise<void>;
-}
-
-function digest(s: string): Buffer {
-  return createHash("sha256").update(s).digest();
 }
 
 function sendJson(
@@ -145,34 +149,20 @@ function sendError(res: ServerResponse, err: ApiError, extra: Record<string, str
   sendJson(res, err.status, err.body(), extra);
 }
 
-/** Reads the body, rejecting with 413 past `limit` bytes (the rest is drained, not stored). */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers["content-length"]);
-    const tooLarge = () =>
-      new ApiError(
-        413,
-        `request body exceeds ${limit} bytes`,
-        "invalid_request_error",
-        null,
-        "request_too_large",
-      );
-    if (Number.isFinite(declared) && declared > limit) {
-      req.resume();
-      reject(tooLarge());
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    req.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size > limit) over = true;
-      if (!over) chunks.push(c);
-    });
-    req.on("end", () => (over ? reject(tooLarge()) : resolve(Buffer.concat(chunks))));
-    req.on("error", reject);
-  });
+/** Reads the body; past `limit` bytes an OpenAI-style 413 at once (the rest is drained, not kept). */
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  try {
+    return await readLimitedBody(req, limit);
+  } catch (err) {
+    if (!(err instanceof BodyTooLargeError)) throw err;
+    throw new ApiError(
+      413,
+      `request body exceeds ${limit} bytes`,
+      "invalid_request_error",
+      null,
+      "request_too_large",
+    );
+  }
 }
 
 export async function startServer(options: ServeOptions): Promise<ServeHandle> {
@@ -186,7 +176,8 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     contextLength: engine.config.contextLength,
     maxTokens: options.maxTokens ?? SERVE_DEFAULTS.maxTokens,
   };
-  const keyDigest = options.apiKey ? digest(options.apiKey) : null;
+  const authorized = bearerCheck(options.apiKey);
+  const graceMs = options.shutdownGraceMs ?? SERVE_DEFAULTS.shutdownGraceMs;
   const batcher = new Batcher(engine, {
     windowMs: options.batchWindowMs ?? SERVE_DEFAULTS.batchWindowMs,
     maxWaitMs: options.batchMaxWaitMs ?? SERVE_DEFAULTS.batchMaxWaitMs,
@@ -230,13 +221,6 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     model: modelName,
     system_fingerprint: `mage-${engine.kernels.name}`,
   });
-
-  function authorized(req: IncomingMessage): boolean {
-    if (!keyDigest) return true;
-    const h = req.headers.authorization;
-    if (typeof h !== "string" || !h.startsWith("Bearer ")) return false;
-    return timingSafeEqual(digest(h.slice(7).trim()), keyDigest);
-  }
 
   const modelCard = () => ({ id: modelName, object: "model", created, owned_by: "mage" });
 
@@ -595,13 +579,13 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       });
       const aborted = () => gone;
       tokens = isChat ? await handleChat(body, res, aborted) : await handleCompletion(body, res, aborted);
-    } catch (err) {
+    } catch (caught) {
+      const err =
+        caught instanceof ShutdownError
+          ? new ApiError(503, "the server is shutting down", "server_error", null, "shutting_down")
+          : caught;
       if (err instanceof ApiError) {
-        sendError(
-          res,
-          err,
-          err.status === 413 ? { connection: "close" } : err.status === 429 ? { "retry-after": "1" } : {},
-        );
+        sendError(res, err, err.status === 429 ? { "retry-after": "1" } : {});
       } else {
         const message = err instanceof Error ? err.message : String(err);
         sendError(res, new ApiError(500, `internal error: ${message}`, "server_error"));
@@ -620,7 +604,8 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     }
   }
 
-  const server = createServer((req, res) => {
+  // Stalled clients: headers within 10 s, the whole request within 60 s (checked every second).
+  const server = createServer(STALL_LIMITS, (req, res) => {
     handle(req, res).catch((err) => {
       if (!res.headersSent) sendJson(res, 500, new ApiError(500, String(err), "server_error").body());
       else res.end();
@@ -654,8 +639,21 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       closed = (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
-        if (stats.inFlight > 0) await new Promise<void>((resolve) => idleWaiters.push(resolve));
-        await batcher.idle();
+        const idle = (ms: number) =>
+          stats.inFlight === 0
+            ? Promise.resolve()
+            : new Promise<void>((resolve) => {
+                const timer = setTimeout(resolve, ms);
+                idleWaiters.push(() => {
+                  clearTimeout(timer);
+                  resolve();
+                });
+              });
+        await idle(graceMs);
+        // Past the grace: what is left is cancelled and answers 503.
+        batcher.cancel();
+        await Promise.race([batcher.idle(), new Promise((r) => setTimeout(r, 2000).unref())]);
+        await idle(500);
         server.closeAllConnections();
         await stopped;
       })();

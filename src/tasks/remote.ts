@@ -23,6 +23,23 @@ export interface RemoteEnvSettings {
   concurrency?: number;
   /** A sub-range of the server's seeds to draw instances from (default: all of them). */
   seeds?: { min: number; max: number } | null;
+  /** The environment variable that holds the server's API key (sent as a bearer token). */
+  apiKeyEnv?: string | null;
+}
+
+/** The key a remote config names by `env.apiKeyEnv`; a name that is unset or empty is a UsageError. */
+export function remoteApiKey(
+  name: string | null | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
+  if (name === undefined || name === null) return undefined;
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+    throw new UsageError(
+      `env.apiKeyEnv must name an environment variable (letters, digits, _), got "${name}"`,
+    );
+  const value = env[name]?.trim();
+  if (!value) throw new UsageError(`env.apiKeyEnv: the environment variable ${name} is not set or empty`);
+  return value;
 }
 
 /** The restart of a session came back to another state than its creation. */
@@ -262,6 +279,8 @@ export async function openRemoteTask(
   if (settings.timeoutMs !== undefined) options.timeoutMs = settings.timeoutMs;
   if (settings.retries !== undefined) options.retries = settings.retries;
   if (settings.concurrency !== undefined) options.concurrency = settings.concurrency;
+  const apiKey = remoteApiKey(settings.apiKeyEnv);
+  if (apiKey !== undefined) options.apiKey = apiKey;
   const client = new EnvClient(settings.url, options);
   const info = await client.info();
   const env = info.environments.find((e) => e.name === settings.name);

@@ -41,6 +41,7 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
   readonly agent: number;
   protected readonly game: Game<S, M>;
   protected readonly replay: boolean;
+  private readonly makeOpponent: TaskOptions["makeOpponent"];
   /** Reward per unit of the agent's game return (TicTacToe 10, Kuhn 5). */
   protected abstract readonly rewardScale: number;
 
@@ -59,6 +60,7 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
     this.seat = options.seat ?? "first";
     this.agent = this.seat === "first" ? 0 : 1;
     this.replay = options.replayOpponent ?? false;
+    this.makeOpponent = options.makeOpponent;
   }
 
   // ---- hooks -----------------------------------------------------------------------------
@@ -82,10 +84,10 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
   // ---- TextTask ----------------------------------------------------------------------------
 
   async reset(rng: Rng, opponentRng?: Rng): Promise<void> {
-    this.opp = createOpponent<S, M>(this.name, this.opponent, {
-      rng: opponentRng ?? rng.derive("opponent"),
-      replay: this.replay,
-    });
+    const ctx = { rng: opponentRng ?? rng.derive("opponent"), replay: this.replay };
+    this.opp = this.makeOpponent
+      ? (this.makeOpponent(this.opponent, ctx) as Opponent<S, M>)
+      : createOpponent<S, M>(this.name, this.opponent, ctx);
     let s = this.game.initialState(rng.derive("game"));
     const moves: PlayedMove<M>[] = [];
     while (!this.game.isTerminal(s) && this.game.currentPlayer(s) !== this.agent) {
@@ -121,16 +123,20 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
     const parsed = this.parseMove(String(response), this.state);
     if (!parsed.ok) return this.invalid(parsed.reason, response);
     const agentMove = parsed.move;
-    this.state = this.game.apply(this.state, agentMove);
-    this.moves.push({ player: this.agent, move: agentMove });
+    // The step is played on copies and kept only when the opponent's replies all came: a reply
+    // that fails (a served opponent over its time budget) leaves the task as it was.
+    let state = this.game.apply(this.state, agentMove);
+    const moves: PlayedMove<M>[] = [...this.moves, { player: this.agent, move: agentMove }];
     const replies: M[] = [];
-    while (!this.game.isTerminal(this.state) && this.game.currentPlayer(this.state) !== this.agent) {
-      const player = this.game.currentPlayer(this.state);
-      const m = await this.opponentMove(this.state);
-      this.state = this.game.apply(this.state, m);
-      this.moves.push({ player, move: m });
+    while (!this.game.isTerminal(state) && this.game.currentPlayer(state) !== this.agent) {
+      const player = this.game.currentPlayer(state);
+      const m = await this.opponentMove(state);
+      state = this.game.apply(state, m);
+      moves.push({ player, move: m });
       replies.push(m);
     }
+    this.state = state;
+    this.moves = moves;
     const base = {
       valid: true,
       action: this.moveText(agentMove),

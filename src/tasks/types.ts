@@ -8,6 +8,7 @@
  * memory is plain JSON data (see `memory.ts`) and prompts are pure functions of it.
  */
 import type { Rng } from "../core/rng.js";
+import type { Opponent } from "../opponents/types.js";
 
 /** The agent's seat in a two-player game: it moves first or second. */
 export type Seat = "first" | "second";
@@ -147,4 +148,10 @@ export interface TaskOptions {
   movesPerTurn?: number;
   /** Sokoban: primitive moves per attempt (default 30). */
   maxSteps?: number;
+  /**
+   * Two-player games: builds the opponent in place of the registry's `createOpponent` (`mage
+   * env-serve` plays heavy opponents in worker threads this way). It must play as the registry's
+   * opponent of the same spec would.
+   */
+  makeOpponent?: (spec: string, ctx: { rng: Rng; replay: boolean }) => Opponent<unknown, unknown>;
 }

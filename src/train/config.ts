@@ -155,6 +155,8 @@ export const ConfigSchema = z
         concurrency: z.number().int().positive().default(16),
         /** A sub-range of the server's seeds to draw instances from (default: all). */
         seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
+        /** The environment variable holding the server's API key (`env-serve --api-key-env`). */
+        apiKeyEnv: z.string().min(1).nullable().default(null),
       })
       .strict()
       .nullable()

@@ -5,6 +5,8 @@ import { join } from "node:path";
 import { isOutcome, matchesTrial, type TrialFilter } from "../replay/filter.js";
 import { readTrialLog, type TrialLog } from "../replay/read.js";
 import { buildReport } from "../report/markdown.js";
+import { STALL_LIMITS } from "../serve/http-body.js";
+import { dashboardAccess } from "./auth.js";
 import { escapeHtml, markdownToHtml, page, query } from "./html.js";
 import { indexBody, runBody, runLabel, trialBody, trialsBody } from "./pages.js";
 import { type DashboardRun, isTrialLogKey, RunIndex, stampOf, TRIAL_LOGS, type TrialLogKey } from "./runs.js";
@@ -26,12 +28,17 @@ export interface DashboardOptions {
   now?: () => number;
   /** Working directory the run ids are relative to (default: process.cwd()). */
   cwd?: string;
+  /** When set, every page but /health needs the key (bearer header, or `?key=` once for a cookie). */
+  apiKey?: string | null;
+  /** On close, how long responses being written may take before their connections are cut (default 1000 ms). */
+  shutdownGraceMs?: number;
 }
 
 export interface DashboardHandle {
   url: string;
   server: Server;
   index: RunIndex;
+  /** Stops accepting, lets responses being written finish for up to `shutdownGraceMs`, then closes every connection. */
   close(): Promise<void>;
 }
 
@@ -189,13 +196,32 @@ export async function startDashboard(o: DashboardOptions): Promise<DashboardHand
     res.end(JSON.stringify(value));
   };
 
+  const access = dashboardAccess(o.apiKey);
+
   const handle = (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", "http://dashboard.local");
+    if (url.pathname === "/health") {
+      json(res, { status: "ok" });
+      return;
+    }
+    const allowed = access(req, url);
+    if (!allowed.ok) {
+      if (allowed.login) {
+        res.writeHead(303, { location: allowed.login.location, "set-cookie": allowed.login.cookie });
+        res.end();
+        return;
+      }
+      res.writeHead(401, { "content-type": "text/plain; charset=utf-8", "www-authenticate": "Bearer" });
+      res.end(
+        "this dashboard needs its key: open any page once with ?key=KEY (the value of the variable --api-key-env names), or send 'Authorization: Bearer KEY'\n",
+      );
+      return;
+    }
     if (req.method !== "GET" && req.method !== "HEAD") {
       res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" });
       res.end("the dashboard only reads: GET or HEAD\n");
       return;
     }
-    const url = new URL(req.url ?? "/", "http://dashboard.local");
     const q = url.searchParams;
     const ids = q.getAll("id");
     const live = (stampIds?: readonly string[]) => ({
@@ -313,7 +339,7 @@ export async function startDashboard(o: DashboardOptions): Promise<DashboardHand
     }
   };
 
-  const server = createServer((req, res) => {
+  const server = createServer(STALL_LIMITS, (req, res) => {
     try {
       handle(req, res);
     } catch (err) {
@@ -345,10 +371,13 @@ export async function startDashboard(o: DashboardOptions): Promise<DashboardHand
     url: `http://${host}:${address.port}/`,
     server,
     index,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: async () => {
+      // Pages are built synchronously, so what can be in flight is a response still being written.
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), o.shutdownGraceMs ?? 1000);
+      await stopped;
+      clearTimeout(grace);
+    },
   };
 }

@@ -1,11 +1,12 @@
 import { existsSync } from "node:fs";
 import { UsageError } from "../../core/errors.js";
+import { isLoopbackHost } from "../../serve/auth.js";
 import { startDashboard } from "../../web/server.js";
-import { intFlag, parseFlags } from "../args.js";
+import { apiKeyFromEnvFlag, intFlag, parseFlags, untilSignal } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE = [
-  "mage dashboard [DIR...] [--port 8080] [--host 127.0.0.1] [--smooth N]",
+  "mage dashboard [DIR...] [--port 8080] [--host 127.0.0.1] [--api-key-env NAME] [--smooth N]",
   "  A web page of the training runs under each DIR (default: runs): every run's state (running,",
   "  stopped, finished) and progress, its report (`mage report`'s tables and plots, rebuilt as it",
   "  trains; the page reloads itself when the run writes), runs compared side by side, and their",
@@ -13,6 +14,8 @@ const USAGE = [
   "  DIR may also be a folder of committed summaries (docs/results/experiments).",
   "  --host    listen address (default 127.0.0.1, this machine only: the pages show run contents)",
   "  --port    port (default 8080; 0 picks a free one)",
+  "  --api-key-env  every page but /health needs the key in $NAME: a browser opens any page once",
+  "            with ?key=KEY (then a cookie), scripts send 'Authorization: Bearer KEY'",
   "  --smooth  moving-average window for training curves, in iterations (default: automatic)",
 ].join("\n");
 
@@ -23,7 +26,12 @@ export const command: Command = {
   async run(argv) {
     const { values, positionals } = parseFlags(
       argv,
-      { port: { type: "string" }, host: { type: "string" }, smooth: { type: "string" } },
+      {
+        port: { type: "string" },
+        host: { type: "string" },
+        smooth: { type: "string" },
+        "api-key-env": { type: "string" },
+      },
       USAGE,
       true,
     );
@@ -40,9 +48,16 @@ export const command: Command = {
     const smooth = intFlag("smooth", values.smooth, { max: 1000 });
     if (smooth === 0) throw new UsageError("--smooth must be at least 1");
     const host = values.host ?? "127.0.0.1";
+    const apiKey = apiKeyFromEnvFlag(values["api-key-env"]);
     let handle: Awaited<ReturnType<typeof startDashboard>>;
     try {
-      handle = await startDashboard({ roots, host, port, ...(smooth !== undefined ? { smooth } : {}) });
+      handle = await startDashboard({
+        roots,
+        host,
+        port,
+        apiKey,
+        ...(smooth !== undefined ? { smooth } : {}),
+      });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "EADDRINUSE")
@@ -53,18 +68,15 @@ export const command: Command = {
     }
     const runs = handle.index.scan().length;
     console.error(
-      `mage dashboard: ${handle.url} (${runs} run${runs === 1 ? "" : "s"} under ${roots.join(", ")}); Ctrl-C stops`,
+      `mage dashboard: ${handle.url} (${runs} run${runs === 1 ? "" : "s"} under ${roots.join(", ")}${apiKey ? "; key required: open it once with ?key=KEY" : ""}); Ctrl-C stops`,
     );
-    if (host !== "127.0.0.1" && host !== "localhost" && host !== "::1")
+    if (!isLoopbackHost(host) && !apiKey)
       console.error(
-        `mage dashboard: WARNING listening on ${host}: anyone who can reach it can read these runs`,
+        `mage dashboard: WARNING listening on ${host} without --api-key-env: anyone who can reach it can read these runs and their transcripts`,
       );
-    await new Promise<void>((resolve) => {
-      const stop = () => resolve();
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
+    await untilSignal("dashboard", async () => {
+      await handle.close();
     });
-    await handle.close();
     return 0;
   },
 };

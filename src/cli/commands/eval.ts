@@ -33,7 +33,7 @@ const USAGE = [
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json] [--quiet]",
   "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none] [--knobs YAML] [--harder]",
-  "          [--game remote --env-url URL --env-name NAME [--env-config JSON]]",
+  "          [--game remote --env-url URL --env-name NAME [--env-config JSON] [--env-api-key-env NAME]]",
   "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
   "          checkpoint trained on one remembers its server and environment",
   '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 2" (sokoban) or "mines: 5" (minesweeper);',
@@ -119,6 +119,7 @@ export const command: Command = {
         game: { type: "string" },
         "env-url": { type: "string" },
         "env-name": { type: "string" },
+        "env-api-key-env": { type: "string" },
         "env-config": { type: "string" },
         opponent: { type: "string" },
         seat: { type: "string" },
@@ -155,7 +156,7 @@ export const command: Command = {
     }
     // A served environment: --game remote with --env-url/--env-name, or a checkpoint trained on one.
     const metaEnv = meta?.env as
-      | { url?: string; name?: string; config?: Record<string, unknown> }
+      | { url?: string; name?: string; config?: Record<string, unknown>; apiKeyEnv?: string | null }
       | undefined;
     const served =
       game === "remote" ||
@@ -178,7 +179,8 @@ export const command: Command = {
         if (typeof config !== "object" || config === null || Array.isArray(config))
           throw new UsageError(`--env-config must be a JSON object, got ${values["env-config"]}`);
       }
-      task = await openRemoteTask({ url, name, config });
+      const apiKeyEnv = values["env-api-key-env"] ?? metaEnv?.apiKeyEnv ?? null;
+      task = await openRemoteTask({ url, name, config, apiKeyEnv });
       game = task.name;
     } else {
       if (game === undefined)

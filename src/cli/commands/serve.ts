@@ -1,16 +1,18 @@
 /**
  * `mage serve --checkpoint DIR`: an OpenAI-compatible HTTP server for an embedded checkpoint
  * (see src/serve/server.ts). Loopback only unless --host says otherwise; SIGINT/SIGTERM stop
- * accepting requests, finish the ones in flight and exit (a second signal exits at once).
+ * accepting requests, let the ones in flight finish for up to 10 s, cancel the rest (503) and exit 0
+ * (a second signal exits at once).
  */
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { UsageError } from "../../core/errors.js";
 import { loadCheckpoint } from "../../model/checkpoint.js";
 import { selectKernels } from "../../model/kernels/select.js";
+import { isLoopbackHost } from "../../serve/auth.js";
 import { paramsFromMap, ServeEngine } from "../../serve/engine.js";
 import { SERVE_DEFAULTS, type ServeHandle, startServer } from "../../serve/server.js";
-import { intFlag } from "../args.js";
+import { apiKeyFromEnvFlag, intFlag, untilSignal } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
 
@@ -18,10 +20,6 @@ const USAGE =
   "mage serve --checkpoint DIR [--host 127.0.0.1] [--port 8000] [--api-key-env NAME] " +
   "[--max-concurrent N] [--max-tokens N] [--model-name NAME] [--kernels auto|js|wasm|native] " +
   "[--max-batch N] [--batch-window-ms MS] [--batch-max-wait-ms MS] [--max-body-bytes N] [--seed S] [--quiet]";
-
-function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || /^127\./.test(host);
-}
 
 export interface ServeCliResult {
   handle: ServeHandle;
@@ -81,18 +79,7 @@ export async function startServeFromArgs(
     intFlag("max-body-bytes", values["max-body-bytes"] as string | undefined, { min: 1024 }) ??
     SERVE_DEFAULTS.maxBodyBytes;
   const seed = intFlag("seed", values.seed as string | undefined);
-  let apiKey: string | null = null;
-  const keyEnv = values["api-key-env"] as string | undefined;
-  if (keyEnv !== undefined) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(keyEnv))
-      throw new UsageError(
-        `--api-key-env must name an environment variable (letters, digits, _), got "${keyEnv}"`,
-      );
-    const v = env[keyEnv];
-    if (v === undefined || v.trim() === "")
-      throw new UsageError(`--api-key-env ${keyEnv}: the environment variable ${keyEnv} is not set or empty`);
-    apiKey = v.trim();
-  }
+  const apiKey = apiKeyFromEnvFlag(values["api-key-env"] as string | undefined, env);
   let ckpt: Awaited<ReturnType<typeof loadCheckpoint>>;
   try {
     ckpt = await loadCheckpoint(await checkpointArg(dir), { trainingState: false });
@@ -137,7 +124,7 @@ export async function startServeFromArgs(
     `mage serve: "${modelName}" (${ckpt.config.nLayers} layers, d ${ckpt.config.dModel}, kernels ${kernels.name}) ` +
       `at ${handle.baseUrl}${apiKey ? " (API key required)" : ""}`,
   );
-  if (!isLoopback(host) && !apiKey)
+  if (!isLoopbackHost(host) && !apiKey)
     log(`mage serve: WARNING listening on ${host} without --api-key-env: anyone who can reach it can use it`);
   return { handle, modelName };
 }
@@ -148,19 +135,11 @@ export const command: Command = {
   usage: USAGE,
   async run(argv) {
     const { handle } = await startServeFromArgs(argv);
-    await new Promise<void>((resolve) => {
-      let stopping = false;
-      const onSignal = (sig: NodeJS.Signals) => {
-        if (stopping) {
-          console.error(`mage serve: ${sig} again, exiting now`);
-          process.exit(130);
-        }
-        stopping = true;
-        console.error(`mage serve: ${sig}, finishing requests in flight and shutting down`);
-        handle.close().then(resolve, resolve);
-      };
-      process.on("SIGINT", onSignal);
-      process.on("SIGTERM", onSignal);
+    await untilSignal("serve", async (sig) => {
+      console.error(
+        `mage serve: ${sig}, finishing requests in flight (at most ${SERVE_DEFAULTS.shutdownGraceMs / 1000} s, then cancelled) and shutting down`,
+      );
+      await handle.close();
     });
     console.error("mage serve: stopped");
     return 0;

@@ -133,9 +133,14 @@ export class KuhnCfrSolver {
 /** Largest iteration count accepted from a spec (keeps a typo from hanging a run). */
 export const MAX_CFR_ITERATIONS = 10_000_000;
 
+/** Computed policies kept per process; the least recently used goes first past this many. */
+const AVERAGE_CACHE_SIZE = 64;
 const averageCache = new Map<string, KuhnPolicy>();
 
-/** The average strategy after `iterations` iterations of the variant; computed once per (variant, N) per process. */
+/**
+ * The average strategy after `iterations` iterations of the variant; computed once per (variant, N)
+ * per process while it stays among the last 64 asked for (a server asked for many N keeps 64).
+ */
 export function cfrAveragePolicy(variant: CfrVariant, iterations: number): KuhnPolicy {
   if (!Number.isInteger(iterations) || iterations < 1 || iterations > MAX_CFR_ITERATIONS) {
     throw new RangeError(
@@ -144,10 +149,10 @@ export function cfrAveragePolicy(variant: CfrVariant, iterations: number): KuhnP
   }
   const key = `${variant}:${iterations}`;
   let p = averageCache.get(key);
-  if (!p) {
-    p = new KuhnCfrSolver(variant).iterate(iterations).averagePolicy();
-    averageCache.set(key, p);
-  }
+  if (p) averageCache.delete(key);
+  else p = new KuhnCfrSolver(variant).iterate(iterations).averagePolicy();
+  averageCache.set(key, p);
+  if (averageCache.size > AVERAGE_CACHE_SIZE) averageCache.delete(averageCache.keys().next().value as string);
   return p;
 }
 

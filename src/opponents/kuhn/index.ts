@@ -9,6 +9,7 @@ import {
   kuhn,
   PASS,
 } from "../../games/kuhn.js";
+import { OpponentRng } from "../random.js";
 import type { OpponentKind } from "../registry.js";
 import type { Opponent } from "../types.js";
 import { cfrArgmaxPolicy, cfrAveragePolicy, MAX_CFR_ITERATIONS } from "./cfr.js";
@@ -38,16 +39,12 @@ export const DEFAULT_CFR_ITERATIONS = 1000;
 export class KuhnPolicyOpponent implements Opponent<KuhnState, KuhnMove> {
   readonly name: string;
   readonly policy: KuhnPolicy;
-  private readonly start: Rng;
-  private rng: Rng;
-  private readonly replay: boolean;
+  private readonly stream: OpponentRng;
 
   constructor(name: string, policy: KuhnPolicy, rng: Rng, replay = false) {
     this.name = name;
     this.policy = policy;
-    this.start = rng.clone();
-    this.rng = rng.clone();
-    this.replay = replay;
+    this.stream = new OpponentRng(rng, replay);
   }
 
   act(state: KuhnState): KuhnMove {
@@ -56,11 +53,11 @@ export class KuhnPolicyOpponent implements Opponent<KuhnState, KuhnMove> {
     const pBet = this.policy[infoStateString(state, player) as KuhnInfoSet];
     if (pBet <= 0) return PASS;
     if (pBet >= 1) return BET;
-    return this.rng.float() < pBet ? BET : PASS;
+    return this.stream.rng.float() < pBet ? BET : PASS;
   }
 
   restart(): void {
-    if (this.replay) this.rng = this.start.clone();
+    this.stream.restart();
   }
 }
 
@@ -95,6 +92,8 @@ function solved(
     name,
     arg: "<iterations>",
     argOptional: true,
+    // 100× the default; the policy is computed once per (variant, N) and process, about 0.6 s.
+    work: { unit: "iterations", serveLimit: 100_000, max: MAX_CFR_ITERATIONS },
     description: `${description} (default ${DEFAULT_CFR_ITERATIONS} iterations)`,
     create: (arg, ctx) =>
       new KuhnPolicyOpponent(ctx.spec, policyFor(iterationsArg(ctx.spec, arg)), ctx.rng, ctx.replay),

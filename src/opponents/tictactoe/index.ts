@@ -74,6 +74,8 @@ export const tictactoeOpponentKinds: Kind[] = [
     name: "mcts",
     arg: "<simulations>",
     argOptional: true,
+    // Up to 100× the presets' largest (mcts:1000): about 0.1 s a move on one core of the 2-core machine.
+    work: { unit: "simulations", serveLimit: 100_000 },
     description: `MCTS with solver (UCT c = 1.4, one random playout per leaf), default ${DEFAULT_MCTS_SIMULATIONS} simulations`,
     create: (arg, { rng, replay, spec }) =>
       tictactoeMcts(positiveIntArg(spec, arg, DEFAULT_MCTS_SIMULATIONS), rng, { replay, name: spec }),
