@@ -166,6 +166,8 @@ export class OpponentPool {
       slot.worker = undefined;
       slot.job = undefined;
       void worker?.terminate();
+      // Its replacement starts now, so its start-up does not eat the next move's budget.
+      if (!this.closed) this.workerOf(slot);
       this.dispatch();
     }
     this.counts.timedOut++;
