@@ -5,8 +5,10 @@ from pathlib import Path
 import numpy
 import peft
 import safetensors
+import tensorboard
 import torch
 import transformers
+import wandb
 
 
 def pinned() -> dict[str, str]:
@@ -27,6 +29,8 @@ def test_installed_versions_match_the_pins() -> None:
         "peft": peft.__version__,
         "safetensors": safetensors.__version__,
         "numpy": numpy.__version__,
+        "wandb": wandb.__version__,
+        "tensorboard": tensorboard.__version__,
     }
     for name, version in installed.items():
         assert pins[name] == version, f"{name} {version} installed, {pins[name]} pinned"

@@ -196,7 +196,14 @@ export function planExperiment(
   const runs: PlannedRun[] = [];
   for (const { method, seed } of cells) {
     if (filter.seeds && !filter.seeds.includes(seed)) continue;
-    const base = [...spec.set, ...method.set, `name=${method.name}`, `seed=${seed}`];
+    // The grid's name groups its runs in TensorBoard and W&B (when a run logs there).
+    const base = [
+      `logging.group=${JSON.stringify(spec.name)}`,
+      ...spec.set,
+      ...method.set,
+      `name=${method.name}`,
+      `seed=${seed}`,
+    ];
     let config: MageConfig;
     try {
       config = loadConfig(method.config, base);

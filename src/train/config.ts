@@ -370,6 +370,31 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * Where the run's scalars go besides metrics.jsonl (README, "Training curves"): TensorBoard
+     * event files and a Weights & Biases run; neither by default.
+     */
+    logging: z
+      .object({
+        /** A TensorBoard log root; this run writes to `<tensorboard>/[<group>/]<run directory's name>`. */
+        tensorboard: z.string().min(1).nullable().default(null),
+        /** Runs that belong together (`mage experiment` sets the grid's name): the TensorBoard sub-folder and the W&B group. */
+        group: z.string().min(1).nullable().default(null),
+        wandb: z
+          .object({
+            project: z.string().min(1),
+            entity: z.string().min(1).nullable().default(null),
+            /** The run's W&B name (default: the run directory's name). */
+            name: z.string().min(1).nullable().default(null),
+            /** offline: no network, a run directory `wandb sync` uploads later; disabled: no W&B at all. */
+            mode: z.enum(["online", "offline", "disabled"]).default("online"),
+          })
+          .strict()
+          .nullable()
+          .default(null),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict()
   .superRefine((c, ctx) => {

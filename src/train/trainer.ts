@@ -23,6 +23,7 @@ import type { TaskDefinition } from "../tasks/registry.js";
 import { embeddedBackend, type TrainBackend, torchBackend } from "./backend.js";
 import { configToYaml, type MageConfig, puzzleTaskOptions, readConfigFile } from "./config.js";
 import { runIteration } from "./iteration.js";
+import { RunLogger } from "./logging/run-logger.js";
 import { ProgressBar } from "./progress.js";
 import { collectRunMeta, type RunMeta } from "./run-meta.js";
 import { type EvalSnapshot, type RunSummary, SUMMARY_FORMAT, writeSummary } from "./summary.js";
@@ -48,6 +49,8 @@ export interface TrainOptions {
   progress?: boolean;
   /** For tests: options of the PyTorch worker (a fake command, extra environment) and the rollout server's fetch. */
   torch?: { worker?: Partial<TorchWorkerOptions>; fetch?: typeof fetch };
+  /** For tests: the environment of the W&B sidecar (default: this process's). */
+  loggingEnv?: NodeJS.ProcessEnv;
   /** For tests: called once the learner and policy are open. */
   onBackend?: (backend: TrainBackend) => void;
 }
@@ -109,7 +112,7 @@ function truncateJsonl(path: string, limit: number): void {
  * evaluated and which kernels compute it. Anything else would splice two different runs into one.
  */
 const RESUMABLE_CHANGES =
-  /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|model\.kernels|model\.torch\.(python|timeoutSeconds|rolloutUrl))$/;
+  /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|logging(\..*)?|model\.kernels|model\.torch\.(python|timeoutSeconds|rolloutUrl))$/;
 
 function refuseChangedConfig(outDir: string, config: MageConfig): void {
   const file = join(outDir, "config.yaml");
@@ -128,7 +131,7 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
     `run directory ${outDir} was started with another config, so --resume would mix two runs:\n  ` +
       `${diff.join("\n  ")}\n` +
       "Restore those settings to continue it, or choose a new --out. (A resumed run may change " +
-      "train.iterations, train.checkpointEvery, eval, model.kernels, model.torch.python, " +
+      "train.iterations, train.checkpointEvery, eval, logging, model.kernels, model.torch.python, " +
       "model.torch.timeoutSeconds and model.torch.rolloutUrl.)",
   );
 }
@@ -176,9 +179,20 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     }
     backend = embeddedBackend(config, await loadCheckpoint(baseDir), kernels!);
   }
+  const logging: { logger: RunLogger | null } = { logger: null };
   try {
-    return await trainWith(opts, { task, maxTurns, resumeFrom, meta, pretrainSeconds, backend, log });
+    return await trainWith(opts, {
+      task,
+      maxTurns,
+      resumeFrom,
+      meta,
+      pretrainSeconds,
+      backend,
+      log,
+      logging,
+    });
   } finally {
+    await logging.logger?.close();
     await backend.close();
   }
 }
@@ -193,6 +207,8 @@ async function trainWith(
     pretrainSeconds: number;
     backend: TrainBackend;
     log: (m: string) => void;
+    /** Where the run's scalars also go (TensorBoard, W&B); opened here, closed by the caller. */
+    logging: { logger: RunLogger | null };
   },
 ): Promise<TrainResult> {
   const { config, outDir } = opts;
@@ -229,6 +245,19 @@ async function trainWith(
   truncateJsonl(join(outDir, "metrics.jsonl"), startIteration);
   truncateJsonl(join(outDir, "transcripts.jsonl"), startIteration);
   truncateJsonl(join(outDir, "eval.jsonl"), startIteration === 0 ? 0 : startIteration + 1);
+  // TensorBoard and W&B get the checkpoint's history again; whatever the interrupted process
+  // logged after it is replaced (TensorBoard) or skipped (W&B), so each step is logged once.
+  const logger = RunLogger.open({
+    config,
+    outDir,
+    resumed: resumeFrom !== null,
+    history,
+    periodicEval,
+    wallBefore,
+    log,
+    ...(opts.loggingEnv ? { env: opts.loggingEnv } : {}),
+  });
+  ctx.logging.logger = logger;
   // A served rollout model gets the weights the run (re)starts from.
   await backend.syncPolicy(startIteration);
   const policy = backend.evalPolicy;
@@ -331,6 +360,7 @@ async function trainWith(
     const snap = await runEval(0, config.eval.trials);
     periodicEval.push(snap);
     appendFileSync(join(outDir, "eval.jsonl"), `${JSON.stringify({ iteration: 0, cells: snap.cells })}\n`);
+    logger.evaluation(snap);
     log(`eval before training: mean final score ${evalScore(snap).toFixed(3)}`);
   }
   for (let it = startIteration; it < total; it++) {
@@ -355,6 +385,7 @@ async function trainWith(
     metrics.wall_s = wall();
     history.push(metrics);
     appendFileSync(join(outDir, "metrics.jsonl"), `${JSON.stringify(metrics)}\n`);
+    logger.iteration(metrics);
     for (const t of trials.slice(0, config.train.transcriptsPerIteration)) {
       appendFileSync(
         join(outDir, "transcripts.jsonl"),
@@ -370,6 +401,7 @@ async function trainWith(
         join(outDir, "eval.jsonl"),
         `${JSON.stringify({ iteration: done, cells: snap.cells })}\n`,
       );
+      logger.evaluation(snap);
       const score = evalScore(snap);
       if (best.score === null || score > best.score) {
         best = { iteration: done, score };
@@ -472,6 +504,7 @@ async function trainWith(
   }
   const summary = { ...summaryOf(finalEval, total), scalingEval, harderEval };
   await writeSummary(join(outDir, "summary.json"), summary);
+  logger.finished(summary);
   return { outDir, summary, stopped: false };
 }
 

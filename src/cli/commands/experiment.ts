@@ -5,13 +5,17 @@ import { planExperiment, readExperiment } from "../../experiment/spec.js";
 import { checkNoStaleRuns } from "../../experiment/stale.js";
 import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
+import { loggingOverrides } from "./train.js";
 
 const USAGE =
   "mage experiment FILE.yaml [--jobs N] [--only METHOD[,METHOD...]] [--seeds S[,S...]] [--no-train] [--dry-run]\n" +
+  "                 [--tensorboard DIR] [--wandb PROJECT]\n" +
   "  Runs a grid of methods × seeds (configs/experiments/*.yaml). Each finished run's summary is\n" +
   "  copied to <resultsDir>/<name>/<method>-s<seed>.json; rerun the same command to continue an\n" +
   "  interrupted grid (finished runs are skipped, unfinished ones resume from their checkpoints).\n" +
-  "  --no-train  only the measurements (diversity) of runs that already finished";
+  "  --no-train  only the measurements (diversity) of runs that already finished\n" +
+  "  --tensorboard DIR, --wandb PROJECT  every run also logs its curves there, grouped by the grid's\n" +
+  "              name (TensorBoard: DIR/<grid>/<method>-s<seed>; W&B: group <grid>)";
 
 function list(flag: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -36,6 +40,8 @@ export const command: Command = {
         seeds: { type: "string" },
         "dry-run": { type: "boolean" },
         "no-train": { type: "boolean" },
+        tensorboard: { type: "string" },
+        wandb: { type: "string" },
       },
       USAGE,
       true,
@@ -52,7 +58,9 @@ export const command: Command = {
       if (!/^\d+$/.test(s)) throw new UsageError(`--seeds expects integers, got "${s}"`);
       return Number(s);
     });
-    const spec = readExperiment(file);
+    const read = readExperiment(file);
+    // Logging changes no result, so it may be switched on for a grid already under way.
+    const spec = { ...read, set: [...read.set, ...loggingOverrides(values)] };
     const plan = planExperiment(spec, file, {
       ...(values.only !== undefined ? { methods: list("only", values.only) } : {}),
       ...(seeds ? { seeds } : {}),

@@ -5,7 +5,10 @@ import { train } from "../../train/trainer.js";
 import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
-const USAGE = "mage train --config FILE [--out DIR] [--resume] [--set key=value]... [--policy SPEC]";
+const USAGE =
+  "mage train --config FILE [--out DIR] [--resume] [--set key=value]... [--policy SPEC] [--tensorboard DIR] [--wandb PROJECT]\n" +
+  "  --tensorboard DIR  also write the curves as TensorBoard events under DIR (logging.tensorboard)\n" +
+  "  --wandb PROJECT    also log to Weights & Biases (logging.wandb.project; --set logging.wandb.mode=offline without network)";
 
 /** Pretrains the base model into `dir` (the supervised warm start of `mage pretrain`). */
 async function pretrainFor(config: MageConfig, dir: string, log: (m: string) => void): Promise<string> {
@@ -30,6 +33,14 @@ async function pretrainFor(config: MageConfig, dir: string, log: (m: string) => 
   return dir;
 }
 
+/** `--tensorboard DIR` and `--wandb PROJECT` as config overrides (quoted, so "2024" stays a name). */
+export function loggingOverrides(flags: { tensorboard?: string; wandb?: string }): string[] {
+  const out: string[] = [];
+  if (flags.tensorboard !== undefined) out.push(`logging.tensorboard=${JSON.stringify(flags.tensorboard)}`);
+  if (flags.wandb !== undefined) out.push(`logging.wandb.project=${JSON.stringify(flags.wandb)}`);
+  return out;
+}
+
 export const command: Command = {
   name: "train",
   summary: "Train the embedded model with MAGE / LaMer / RL baselines from a YAML config",
@@ -44,6 +55,8 @@ export const command: Command = {
         set: { type: "string", multiple: true },
         policy: { type: "string" },
         "no-progress": { type: "boolean" },
+        tensorboard: { type: "string" },
+        wandb: { type: "string" },
       },
       USAGE,
     );
@@ -61,6 +74,7 @@ export const command: Command = {
       const spec = parsePolicySpec(values.policy);
       if (spec.kind === "checkpoint") overrides.push(`model.checkpoint=${spec.dir}`);
     }
+    overrides.push(...loggingOverrides(values));
     const config = loadConfig(values.config, overrides);
     const outDir = values.out ?? `runs/${config.name}-s${config.seed}`;
     let stopRequested = false;
