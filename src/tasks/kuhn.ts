@@ -9,7 +9,10 @@
 import {
   CARD_LETTERS,
   CARD_NAMES,
+  dealState,
   folder,
+  infoStateString,
+  type KuhnCard,
   type KuhnMove,
   type KuhnState,
   kuhn,
@@ -25,8 +28,17 @@ export const KUHN_DEFAULT_OPPONENT = "intermediate";
 export class KuhnTask extends TwoPlayerTask<KuhnState, KuhnMove> {
   protected readonly rewardScale = 5;
 
-  constructor(options: TaskOptions = {}) {
-    super("kuhn", kuhn, KUHN_DEFAULT_OPPONENT, options);
+  /**
+   * `deal` fixes the cards [player 0's, player 1's] instead of dealing from the reset's generator
+   * (`mage exploitability` reaches each information set this way).
+   */
+  constructor(options: TaskOptions = {}, deal?: readonly [KuhnCard, KuhnCard]) {
+    super("kuhn", deal ? fixedDealKuhn(deal) : kuhn, KUHN_DEFAULT_OPPONENT, options);
+  }
+
+  /** The agent's information state in OpenSpiel's notation: its card digit and the betting so far ("1pb"). */
+  infoState(): string {
+    return infoStateString(this.state, this.agent);
   }
 
   private get opponentPlayer(): number {
@@ -161,6 +173,12 @@ export class KuhnTask extends TwoPlayerTask<KuhnState, KuhnMove> {
       actionWord: "Action",
     };
   }
+}
+
+/** Kuhn poker whose every hand is dealt `deal`. */
+function fixedDealKuhn(deal: readonly [KuhnCard, KuhnCard]): typeof kuhn {
+  const state = dealState(deal);
+  return { ...kuhn, initialState: () => state };
 }
 
 function lower(s: string): string {
