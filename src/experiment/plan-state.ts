@@ -97,7 +97,7 @@ export function describePlan(plan: ExperimentPlan, opts: { noTrain?: boolean } =
     );
   const count = (kind: RunState["kind"]) =>
     [...states.values()].filter((s) => s.kind === kind && !idle(s)).length;
-  const toPretrain = bases.filter(([, state]) => state === "to pretrain").length;
+  const toPretrain = bases.filter(([, state]) => state === "to pretrain" || state === "to warm-start").length;
   const left = [...states.values()].filter(idle).length;
   lines.push(
     `${plan.runs.length} runs: ${count("committed")} done, ${count("finished")} finished but not copied, ` +

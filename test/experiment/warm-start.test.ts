@@ -81,7 +81,9 @@ describe("experiment grids of real models", () => {
       "1",
     ]);
     assert.deepEqual(args.slice(9), ["--out", plan.pretrains[1].dir, "--steps", "3", "--threads", "1"]);
-    assert.match(describePlan(plan)[0], /^warm-start kuhn base-model seed 0 → .*: to warm-start$/);
+    const described = describePlan(plan);
+    assert.match(described[0], /^warm-start kuhn base-model seed 0 → .*: to warm-start$/);
+    assert.match(described.at(-1) ?? "", /; 2 base model\(s\) to pretrain/);
   });
 
   it("keys a warm start by what shapes its weights, not by how the process runs", () => {
