@@ -17,6 +17,7 @@ import {
 } from "./compare.js";
 import type { DiversityFile } from "./experiments.js";
 import { formatPercent, formatScore } from "./markdown.js";
+import { isRealModelGame, realKuhnTargets } from "./real-targets.js";
 
 /**
  * The targets of the results issue, each computed from the data: met, missed, or not run (the
@@ -98,7 +99,7 @@ function atLeast(e: BootstrapEstimate, threshold: number): { verdict: Verdict; n
 }
 
 /** Comparison target: the paired interval lies above 0 (and, when given, the mean reaches `margin`). */
-function clearlyAbove(e: BootstrapEstimate, margin?: number): { verdict: Verdict; note?: string } {
+export function clearlyAbove(e: BootstrapEstimate, margin?: number): { verdict: Verdict; note?: string } {
   if (!Number.isFinite(e.mean)) return { verdict: "not run" };
   const above = e.lo > EPS;
   const enough = margin === undefined || e.mean >= margin - EPS;
@@ -488,9 +489,12 @@ export interface TargetInput {
 /** Every target of the results issues: Kuhn, TicTacToe, then the puzzles (issue 18). */
 export function computeTargets(input: TargetInput): TargetLine[] {
   const best = input.kuhnBestPossible ?? kuhnBestPossible();
+  // The stand-in's targets read the embedded grids only; real models have their own (real-targets.ts).
+  const embedded = input.games.filter((g) => !isRealModelGame(g));
   return [
-    ...kuhnTargets(input.bootstrap, input.games, input.diversity, best),
-    ...tictactoeTargets(input.bootstrap, input.games, input.diversity),
-    ...PUZZLE_GAMES.flatMap((g) => puzzleTargets(input.bootstrap, input.games, g)),
+    ...kuhnTargets(input.bootstrap, embedded, input.diversity, best),
+    ...tictactoeTargets(input.bootstrap, embedded, input.diversity),
+    ...PUZZLE_GAMES.flatMap((g) => puzzleTargets(input.bootstrap, embedded, g)),
+    ...realKuhnTargets(input.bootstrap, input.games.filter(isRealModelGame)),
   ];
 }

@@ -602,3 +602,59 @@ describe("method settings in the results report", () => {
     assert.equal(methodSettings(old), null, "a summary without the fields says nothing");
   });
 });
+
+describe("real-model targets (issue 26) read only the real-model grids", () => {
+  const real = (e: Experiment): Experiment => ({
+    ...e,
+    runs: e.runs.map((r) => ({
+      ...r,
+      summary: {
+        ...r.summary,
+        config: { ...r.summary.config, model: { ...r.summary.config.model, backend: "torch" } },
+      },
+    })),
+  });
+  const realGrid = (mageGain: number, baseFinal: number) =>
+    real(
+      experimentOf(
+        "kuhn-real-main",
+        {
+          mage: { gain: mageGain, final: 0.05, scaling: 0.2 },
+          grpo: { gain: 0.01, final: -0.1, scaling: 0.02 },
+          gigpo: { gain: 0.02, final: -0.1 },
+          lamer: { gain: 0.1, final: 0.0 },
+          reflexion: { gain: 0.0, final: baseFinal },
+        },
+        { scaling: true },
+      ),
+    );
+  const realVerdict = (lines: TargetLine[], match: RegExp) =>
+    verdict(
+      lines.filter((l) => l.game === "kuhn (real LLM)"),
+      match,
+    );
+
+  it("computes gain, MAGE − RL, final over the base, invalid answers and scaling", () => {
+    const lines = targets([realGrid(0.2, -0.3)]);
+    assert.equal(realVerdict(lines, /MAGE in-trial gain > 0/).verdict, "met");
+    assert.equal(realVerdict(lines, /single-episode RL.*vs grpo/).verdict, "met");
+    assert.equal(realVerdict(lines, /single-episode RL.*vs gigpo/).verdict, "met");
+    assert.match(realVerdict(lines, /vs grpo/).measured, /MAGE − LaMer-style \(reported, no target\)/);
+    assert.equal(realVerdict(lines, /warm-started base's \+ \+0\.100/).verdict, "met");
+    assert.equal(realVerdict(lines, /invalid answers/).verdict, "met");
+    assert.equal(realVerdict(lines, /attempt 4/).verdict, "met");
+    // The stand-in's Kuhn targets do not read the real grid.
+    assert.equal(verdict(lines, /in-trial gain ≥ \+0\.100/).verdict, "not run");
+  });
+
+  it("misses when MAGE's gain falls to the baselines' and its final to the base's", () => {
+    const lines = targets([realGrid(0.01, 0.0)]);
+    assert.equal(realVerdict(lines, /single-episode RL.*vs grpo/).verdict, "missed");
+    assert.equal(realVerdict(lines, /warm-started base's/).verdict, "missed");
+  });
+
+  it("says not run without a real-model grid", () => {
+    const lines = targets([experimentOf("main", { mage: { gain: 0.15, final: 0.02 } })]);
+    assert.equal(realVerdict(lines, /MAGE in-trial gain > 0/).verdict, "not run");
+  });
+});
