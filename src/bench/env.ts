@@ -1,14 +1,17 @@
 /**
  * The environment protocol's cost (docs/env-protocol.md), side by side in one run:
  *
- * 1. environment steps/s of TicTacToe (vs `random`) and Kuhn (vs `intermediate`) played
+ * 1. environment steps/s of TicTacToe (vs `random`, and vs `mcts:100`, whose moves the server
+ *    plays on its worker-thread pool) and Kuhn (vs `intermediate`) played
  *    in-process, and through the protocol against `mage env-serve` in a child process on
  *    loopback: one request at a time, and 16 sessions at once. A "step" is one agent move (the
  *    opponent's reply included); resets and restarts are timed too but not counted as steps.
  * 2. the protocol's share of a training iteration: `mage train` on Kuhn (tiny model, random
  *    weights, so every turn of every attempt is played: the most steps an iteration can take)
- *    in-process and as `game: remote` against the child server; the share is the wall time with
- *    a protocol request outstanding (`ENV_CLIENT_TOTALS.busyMs`) over the iterations' time.
+ *    in-process and as `game: remote` against the child server, against rule bots (played on the
+ *    server's event loop) and against CFR opponents (played on its worker-thread pool); the share
+ *    is the wall time with a protocol request outstanding (`ENV_CLIENT_TOTALS.busyMs`) over the
+ *    iterations' time.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -31,6 +34,7 @@ import { train } from "../train/trainer.js";
 
 const GAMES = [
   { game: "tictactoe", opponent: "random" },
+  { game: "tictactoe", opponent: "mcts:100" },
   { game: "kuhn", opponent: "intermediate" },
 ] as const;
 
@@ -167,13 +171,19 @@ async function iterationShare(url: string): Promise<void> {
       `\nmage train, Kuhn, tiny model (random weights), ${iterations} iteration(s) of 16 trials × 3 attempts × 6 turns:`,
     );
     console.log("task                  rollout ms/it   update ms/it   protocol busy ms/it   protocol share");
-    for (const remote of [false, true]) {
+    const pooled = { opponents: [{ spec: "cfr-mixed" }, { spec: "cfr-plus" }] };
+    const runs = [
+      { label: "kuhn in-process", remote: false, population: common.population },
+      { label: "game: remote (kuhn)", remote: true, population: common.population },
+      { label: "remote, pool (cfr)", remote: true, population: pooled },
+    ];
+    for (const { label, remote, population } of runs) {
       const config = validateConfig(
         remote
-          ? { ...common, name: "bench-remote", game: "remote", env: { url, name: "kuhn" } }
+          ? { ...common, population, name: "bench-remote", game: "remote", env: { url, name: "kuhn" } }
           : { ...common, name: "bench-local", game: "kuhn" },
       );
-      const out = join(dir, remote ? "remote" : "local");
+      const out = join(dir, label.replace(/[^a-z]+/g, "-"));
       const before = ENV_CLIENT_TOTALS.busyMs;
       await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
       const busy = ENV_CLIENT_TOTALS.busyMs - before;
@@ -186,7 +196,7 @@ async function iterationShare(url: string): Promise<void> {
       // The busy time includes the final evaluation's one trial (a few ms): an upper bound.
       const busyPerIt = busy / metrics.length;
       console.log(
-        `${(remote ? "game: remote (kuhn)" : "kuhn in-process").padEnd(21)} ${rollout.toFixed(0).padStart(13)} ${update.toFixed(0).padStart(14)} ${(remote ? busyPerIt.toFixed(0) : "-").padStart(21)} ${(remote ? `${((100 * busyPerIt) / (rollout + update)).toFixed(2)}%` : "-").padStart(16)}`,
+        `${label.padEnd(21)} ${rollout.toFixed(0).padStart(13)} ${update.toFixed(0).padStart(14)} ${(remote ? busyPerIt.toFixed(0) : "-").padStart(21)} ${(remote ? `${((100 * busyPerIt) / (rollout + update)).toFixed(2)}%` : "-").padStart(16)}`,
       );
     }
   } finally {

@@ -15,7 +15,9 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   serve: () => import("./serve.js"),
   torch: () => import("./torch.js"),
   env: () => import("./env.js"),
+  servers: () => import("./servers.js"),
   real: () => import("./real.js"),
+  logging: () => import("./logging.js"),
 };
 
 async function main(): Promise<void> {

@@ -17,7 +17,7 @@
  * Limits, answered with OpenAI-style `{"error": {message, type, param, code}}` bodies:
  * body size (413), `max_tokens` above the server's cap or past the context (400), more than
  * `maxConcurrent` requests in flight (429), unknown model (404), bad fields (400), a missing or
- * wrong API key when one is configured (401, checked on every request). The key is compared in
+ * wrong API key when one is configured (401, checked on every request but GET /health). The key is compared in
  * constant time and never logged; the access log has method, path, status, time and tokens only.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -516,6 +516,11 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     let tokens = 0;
     stats.requests++;
     try {
+      // The health check needs no key (load balancers, supervisors); it names the model only to key holders.
+      if (path === "/health" && req.method === "GET") {
+        sendJson(res, 200, { status: "ok", ...(authorized(req) ? { model: modelName } : {}) });
+        return;
+      }
       if (!authorized(req))
         throw new ApiError(
           401,
@@ -524,10 +529,6 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
           null,
           "invalid_api_key",
         );
-      if (path === "/health" && req.method === "GET") {
-        sendJson(res, 200, { status: "ok", model: modelName });
-        return;
-      }
       if (path === "/v1/models" && req.method === "GET") {
         sendJson(res, 200, { object: "list", data: [modelCard()] });
         return;

@@ -82,6 +82,42 @@ describe("mage serve: bodies", () => {
   });
 });
 
+describe("mage serve: API key", () => {
+  it("without the key every endpoint but /health answers 401", async () => {
+    const s = await startServer({
+      engine: await engine(),
+      modelName: "m",
+      port: 0,
+      apiKey: "serve-probe-key",
+    });
+    try {
+      const health = await exchange(`${s.url}/health`);
+      assert.equal(health.status, 200);
+      assert.deepEqual(JSON.parse(health.text), { status: "ok" }, "no model name without the key");
+      for (const [method, path] of [
+        ["GET", "/v1/models"],
+        ["GET", "/v1/models/m"],
+        ["POST", "/v1/chat/completions"],
+        ["POST", "/v1/completions"],
+        ["GET", "/nowhere"],
+      ]) {
+        const r = await exchange(`${s.url}${path}`, { method, body: method === "POST" ? chat() : undefined });
+        assert.equal(r.status, 401, `${method} ${path}`);
+        assert.equal(errorOf(r.text).code, "invalid_api_key");
+      }
+      const auth = { authorization: "Bearer serve-probe-key" };
+      const ok = await exchange(`${s.baseUrl}/chat/completions`, {
+        method: "POST",
+        body: chat(),
+        headers: auth,
+      });
+      assert.equal(ok.status, 200);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("mage serve: connections", () => {
   it("stays up with 100 stalled sockets, a flood past the limit (429) and clients dropping mid-stream", async () => {
     const stalled = await stalledSockets(server.url, 100);
