@@ -1,9 +1,12 @@
 /**
- * Request bodies with a size limit, for the three servers (`mage serve`, `mage env-serve`; the
- * dashboard takes no bodies). Past the limit, declared in Content-Length or counted as it
- * arrives, the read fails at once and nothing more is kept; the rest of the body is still read
- * and thrown away (at most `drainBytes` more, then the connection is cut), because a client that
- * is still sending when the connection closes sees a reset instead of the 413 answer.
+ * Request bodies with a size limit, for `mage serve` and `mage env-serve` (the dashboard takes no
+ * bodies). Past the limit, declared in Content-Length or counted as it arrives, nothing more is
+ * kept and the rest of the body is read and thrown away. On a keep-alive connection the read fails
+ * at once, so the 413 goes out while the client is still sending; a client that asked for
+ * `Connection: close` gets it once its body has ended, because node:http closes such a connection
+ * right after the answer and a client still writing then sees a reset instead of the 413 (2 of 4
+ * 64 MiB uploads did). Past `drainBytes` thrown away the connection is cut; a slow sender is cut
+ * by the servers' request timeout.
  */
 import type { IncomingMessage } from "node:http";
 
@@ -36,29 +39,28 @@ export function readLimitedBody(
     const chunks: Buffer[] = [];
     let size = 0;
     let over = false;
-    let drained = 0;
+    const answerEarly = req.httpVersion === "1.1" && !/\bclose\b/i.test(String(req.headers.connection ?? ""));
     const tooLarge = () => {
       over = true;
       chunks.length = 0;
-      reject(new BodyTooLargeError(limit));
+      if (answerEarly) reject(new BodyTooLargeError(limit));
     };
     const declared = Number(req.headers["content-length"]);
     if (Number.isFinite(declared) && declared > limit) tooLarge();
     req.on("data", (c: Buffer) => {
+      size += c.length;
       if (over) {
-        drained += c.length;
-        if (drained > drainBytes) req.socket.destroy();
+        if (size > limit + drainBytes) {
+          req.socket.destroy();
+          reject(new BodyTooLargeError(limit));
+        }
         return;
       }
-      size += c.length;
       if (size > limit) tooLarge();
       else chunks.push(c);
     });
-    req.on("end", () => {
-      if (!over) resolve(Buffer.concat(chunks));
-    });
-    req.on("error", (err) => {
-      if (!over) reject(err);
-    });
+    req.on("end", () => (over ? reject(new BodyTooLargeError(limit)) : resolve(Buffer.concat(chunks))));
+    req.on("error", reject);
+    req.on("close", () => reject(new Error("the client closed the connection before its body ended")));
   });
 }

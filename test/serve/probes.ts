@@ -4,7 +4,7 @@
  * CLI servers in child processes. Loopback only; every loop is bounded by its caller.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { request } from "node:http";
+import { Agent, request } from "node:http";
 import { connect, type Socket } from "node:net";
 
 export interface Reply {
@@ -37,36 +37,34 @@ export function exchange(
 }
 
 /**
- * Uploads `bytes` bytes (in 64 KiB chunks, with a Content-Length unless `chunked`) and returns the
- * reply, which may come while the upload is still going; `writeError` says whether the upload
- * broke off (a server that cuts the connection).
+ * Uploads `bytes` bytes (in 64 KiB chunks, with a Content-Length unless `chunked`; on a
+ * keep-alive connection with `keepAlive`, else with `Connection: close`) and returns the reply,
+ * which may come while the upload is still going. A server that cuts the connection before
+ * answering makes it reject.
  */
 export function upload(
   url: string,
   bytes: number,
-  o: { headers?: Record<string, string>; chunked?: boolean } = {},
-): Promise<Reply & { writeError: string | null }> {
+  o: { headers?: Record<string, string>; chunked?: boolean; keepAlive?: boolean } = {},
+): Promise<Reply> {
+  const agent = o.keepAlive ? new Agent({ keepAlive: true }) : false;
   return new Promise((resolve, reject) => {
-    let writeError: string | null = null;
     const headers: Record<string, string> = { "content-type": "application/json", ...o.headers };
     if (!o.chunked) headers["content-length"] = String(bytes);
-    const req = request(url, { method: "POST", headers, agent: false }, (res) => {
+    const req = request(url, { method: "POST", headers, agent }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => {
         req.destroy();
+        if (agent) agent.destroy();
         resolve({
           status: res.statusCode ?? 0,
           headers: res.headers,
           text: Buffer.concat(chunks).toString("utf8"),
-          writeError,
         });
       });
     });
-    req.on("error", (err) => {
-      writeError = err.message;
-      reject(new Error(`no reply to the upload: ${err.message}`));
-    });
+    req.on("error", (err) => reject(new Error(`no reply to the upload: ${err.message}`)));
     const chunk = Buffer.alloc(64 * 1024, 0x61);
     let sent = 0;
     const pump = () => {
