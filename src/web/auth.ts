@@ -52,7 +52,8 @@ export function dashboardAccess(
       ok: false,
       login: {
         location: `${url.pathname}${query ? `?${query}` : ""}`,
-        cookie: `${DASHBOARD_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/`,
+        // Kept a week (a session cookie would go with the browser); a new key invalidates it.
+        cookie: `${DASHBOARD_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/; Max-Age=604800`,
       },
     };
   };

@@ -157,6 +157,46 @@ describe("env-serve: bounded work per request", () => {
     }
   });
 
+  it("pooled opponents play as in-process ones, across restarts, with and without replayOpponent", async () => {
+    for (const [env, spec, moves] of [
+      ["tictactoe", "mcts:50", ["(2, 2)", "(1, 1)", "(3, 3)", "(1, 3)", "(3, 1)"]],
+      ["kuhn", "cfr-mixed:300", ["BET", "PASS"]],
+    ] as const) {
+      for (const replayOpponent of [false, true]) {
+        const served = await post(server.url, "/create", {
+          env,
+          seed: 11,
+          opponentSeed: 12,
+          opponent: spec,
+          seat: "second",
+          config: { replayOpponent },
+        });
+        assert.equal(served.status, 200, served.text);
+        const session = JSON.parse(served.text).session as string;
+        const local = await createTask(env, { opponent: spec, seat: "second", replayOpponent });
+        await local.reset(Rng.seeded(11), Rng.seeded(12));
+        assert.equal(JSON.parse(served.text).observation, local.observation());
+        let seq = 0;
+        for (let attempt = 0; attempt < 3; attempt++) {
+          if (attempt > 0) {
+            const r = await post(server.url, "/restart", { session, seq: ++seq });
+            await local.restart();
+            assert.equal(JSON.parse(r.text).observation, local.observation());
+          }
+          for (const m of moves) {
+            if (local.done) break;
+            const action = `<action>${m}</action>`;
+            const r = JSON.parse((await post(server.url, "/step", { session, seq: ++seq, action })).text);
+            const l = await local.step(action);
+            assert.equal(r.observation, l.observation, `${spec} replay ${replayOpponent} attempt ${attempt}`);
+          }
+        }
+        await post(server.url, "/close", { session });
+      }
+    }
+    assert.ok(server.pool.counts.played > 0, "the moves were played by the pool");
+  });
+
   it("a failed opponent reply leaves a two-player task unchanged; the retried step plays as if nothing happened", async () => {
     let failNext = true;
     const flaky = (spec: string, ctx: { rng: Rng; replay: boolean }): Opponent<unknown, unknown> => {

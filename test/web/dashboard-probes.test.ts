@@ -70,6 +70,7 @@ describe("dashboard: API key", () => {
     const setCookie = String(login.headers["set-cookie"]);
     assert.match(setCookie, /HttpOnly/);
     assert.match(setCookie, /SameSite=Strict/);
+    assert.match(setCookie, /Max-Age=604800/, "kept a week, not only for the browser session");
     assert.ok(!setCookie.includes(KEY), "the cookie does not hold the key");
     const cookie = setCookie.split(";")[0];
     for (const path of ["/", login.headers.location as string, "/api/stamp"])
