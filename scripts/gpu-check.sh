@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The prepared GPU check: the worker's tests on CUDA, SmolLM2 log-probs CUDA vs CPU (float32),
-# bf16 LoRA generate/update throughput, and 2 MAGE iterations on Kuhn (16 compact trials) through the TypeScript
+# bf16 LoRA generate/update throughput, and 5 MAGE iterations on Kuhn (8 compact trials each) through the TypeScript
 # trainer (when node and dist/ are there); one summary at the end, also written as JSON to
 # --out FILE, else $OUT/gpu-check.json when $OUT is set, else ./gpu-check.json. Step logs go to
 # gpu-check-logs/ next to the JSON. Exit status 0 when every step passed or was skipped with a

@@ -1,6 +1,6 @@
 """The prepared GPU check (scripts/gpu-check.sh): on a machine with one NVIDIA GPU, in under 8
 minutes, it runs the worker's pytest suite on CUDA, compares SmolLM2's float32 log-probs on CUDA
-and CPU, measures bf16 LoRA generate and update throughput, and trains 2 MAGE iterations on Kuhn (16 compact trials each)
+and CPU, measures bf16 LoRA generate and update throughput, and trains 5 MAGE iterations on Kuhn (8 compact trials each)
 through the TypeScript trainer; then prints one summary and writes it as JSON.
 
     scripts/gpu-check.sh [--model DIR] [--out FILE] [--budget S]
@@ -68,8 +68,9 @@ class Sizes:
 
 
 # On an H200 the worker's own sampler is launch-bound (50-75 ms a decode step at any batch up to
-# 64): kuhn-mage's 128 trials took 151 s an iteration, so the check trains 16 compact trials.
-FULL = Sizes((1, 16, 64), 64, 16, 512, 3, 2, ("rollout.tasksPerIteration=4", "rollout.groupSize=4", "task.promptStyle=compact"))
+# 64): kuhn-mage's 128 trials took 151 s an iteration, so the check's 5 iterations play 8 compact
+# trials each (fewer batches of generate calls, each as slow per step as a full one).
+FULL = Sizes((1, 16, 64), 64, 16, 512, 3, 5, ("rollout.tasksPerIteration=2", "rollout.groupSize=4", "task.promptStyle=compact"))
 QUICK = Sizes(
     (1, 4),
     8,
