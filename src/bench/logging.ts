@@ -9,11 +9,13 @@
  * - the W&B sidecar's CPU time per iteration, its child processes (wandb-core) included, read
  *   from /proc between the first and the last iteration (so W&B's start-up, printed apart, is
  *   not spread over the iterations): on two cores it competes with training for the CPU;
- * - the iterations' wall time with and without logging (noisy on a shared machine: the calls'
- *   own times above are the figures to keep).
+ * - the iterations' wall time with and without logging, runs alternating (off, on, off, on),
+ *   medians over all their iterations (noisy on a shared machine: the calls' own times above are
+ *   the figures to keep).
  *
  * MAGE_BENCH_LOGGING_CHECKPOINT=DIR uses that base instead of pretraining one (about a minute);
- * MAGE_BENCH_LOGGING_ITERATIONS sets the iterations per run (default 6; at least 3).
+ * MAGE_BENCH_LOGGING_ITERATIONS sets the iterations per run (default 4; at least 3) and
+ * MAGE_BENCH_LOGGING_ROUNDS the pairs of runs (default 2).
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -24,7 +26,8 @@ import { runPretrain } from "../train/pretrain/run.js";
 import { train } from "../train/trainer.js";
 import { median } from "./median.js";
 
-const ITERATIONS = Number(process.env.MAGE_BENCH_LOGGING_ITERATIONS ?? 6);
+const ITERATIONS = Number(process.env.MAGE_BENCH_LOGGING_ITERATIONS ?? 4);
+const ROUNDS = Number(process.env.MAGE_BENCH_LOGGING_ROUNDS ?? 2);
 const CLOCK_TICKS_PER_SECOND = 100;
 
 /** User + system CPU milliseconds of a process and all its descendants, from /proc. */
@@ -136,30 +139,39 @@ export async function run(): Promise<void> {
     ]);
     if (!existsSync(base)) throw new Error(`no base model at ${base}`);
     console.log(
-      `Kuhn quickstart, ${ITERATIONS} iterations per run (12 groups × 8 trials × 3 attempts), load average ${loadavg()[0].toFixed(1)}:`,
+      `Kuhn quickstart, ${ROUNDS} × (${ITERATIONS} iterations without logging, ${ITERATIONS} with) (12 groups × 8 trials × 3 attempts), load average ${loadavg()[0].toFixed(1)}:`,
     );
-    const plain = await measure(off, join(dir, "off"));
-    const logged = await measure(on, join(dir, "on"));
-    const it = median(logged.iterationMs);
-    const n = logged.iterationMs.length;
-    const tb = logged.tensorboardMs / n;
-    const pipe = logged.wandbPipeMs / n;
-    const side = logged.sidecarCpuMs !== null ? logged.sidecarCpuMs / (n - 1) : Number.NaN;
+    const plain: Measured[] = [];
+    const logged: Measured[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      plain.push(await measure(off, join(dir, `off-${round}`)));
+      logged.push(await measure(on, join(dir, `on-${round}`)));
+    }
+    const sum = (xs: Measured[], f: (m: Measured) => number) => xs.reduce((a, m) => a + f(m), 0);
+    const offMs = median(plain.flatMap((m) => m.iterationMs));
+    const it = median(logged.flatMap((m) => m.iterationMs));
+    const n = sum(logged, (m) => m.iterationMs.length);
+    const tb = sum(logged, (m) => m.tensorboardMs) / n;
+    const pipe = sum(logged, (m) => m.wandbPipeMs) / n;
+    // The sidecar's CPU over iterations 2..N of each run.
+    const side = sum(logged, (m) => m.sidecarCpuMs ?? Number.NaN) / (n - ROUNDS);
+    const startCpu = logged.map((m) => m.sidecarStartCpuMs?.toFixed(0) ?? "?").join(", ");
+    const records = sum(logged, (m) => m.records);
     const row = (what: string, ms: number, share: string) =>
       console.log(`${what.padEnd(58)} ${ms.toFixed(2).padStart(10)} ms   ${share}`);
     console.log(`${"".padEnd(58)} ${"per iteration".padStart(13)}   share of an iteration`);
-    row("iteration, logging off (median)", median(plain.iterationMs), "");
+    row("iteration, logging off (median)", offMs, "");
     row(
       "iteration, TensorBoard + W&B offline (median)",
       it,
-      `${pct(it - median(plain.iterationMs), median(plain.iterationMs))} vs off (machine noise included)`,
+      `${pct(it - offMs, offMs)} vs off (machine noise included)`,
     );
     row("TensorBoard: encode + write (training thread)", tb, pct(tb, it));
     row("W&B: serialise + pipe to the sidecar (training thread)", pipe, pct(pipe, it));
     row("W&B sidecar + wandb-core CPU (other processes)", side, pct(side, it));
     row("all logging", tb + pipe + side, `${pct(tb + pipe + side, it)} (target ≤ 1%)`);
     console.log(
-      `(${logged.records} records logged; the sidecar's CPU before the second iteration, W&B's start-up: ${logged.sidecarStartCpuMs?.toFixed(0) ?? "?"} ms, once; its per-iteration CPU is over iterations 2-${n}, in 10 ms clock ticks)`,
+      `(${records} records logged; the sidecar's CPU before each run's second iteration, W&B's start-up: ${startCpu} ms, once per run; its per-iteration CPU is over iterations 2-${ITERATIONS} of each run, in 10 ms clock ticks; load average now ${loadavg()[0].toFixed(1)})`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

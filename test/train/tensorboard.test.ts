@@ -117,6 +117,8 @@ describe("TensorBoard event files", () => {
     second.write({ kind: "train", step: 2, values: { "train/x": 20 } });
     second.close();
     assert.equal(existsSync(first.file), false);
+    assert.equal(second.replaced, 1);
+    assert.equal(first.replaced, 0);
     assert.ok(existsSync(join(dir, "notes.txt")));
     const run = readTensorBoard(dir)["."];
     assert.deepEqual(run.files, [second.file.split("/").pop()]);

@@ -94,6 +94,11 @@ export class RunLogger {
         throw new UsageError(`logging.tensorboard: cannot write ${tbDir}: ${(err as Error).message}`);
       }
       opts.log(`TensorBoard: ${tbDir} (tensorboard --logdir ${config.logging.tensorboard})`);
+      if (tb.replaced > 0 && !opts.resumed) {
+        opts.log(
+          `TensorBoard: ${tbDir} held ${tb.replaced} event file(s) of an earlier run; this run replaced them`,
+        );
+      }
     }
     const w = config.logging.wandb;
     let wandb: WandbSidecar | null = null;

@@ -39,12 +39,15 @@ export function isEventFile(name: string): boolean {
 export class TensorBoardWriter {
   readonly dir: string;
   readonly file: string;
+  /** How many older event files opening it replaced. */
+  readonly replaced: number;
   private fd: number | null;
 
-  private constructor(dir: string, file: string, fd: number) {
+  private constructor(dir: string, file: string, fd: number, replaced: number) {
     this.dir = dir;
     this.file = file;
     this.fd = fd;
+    this.replaced = replaced;
   }
 
   /** Replaces the folder's event files with one that holds `replay`; throws when the folder cannot be written. */
@@ -61,7 +64,7 @@ export class TensorBoardWriter {
     renameSync(tmp, join(dir, name));
     for (const old of older) rmSync(join(dir, old), { force: true });
     const file = join(dir, name);
-    return new TensorBoardWriter(dir, file, openSync(file, "a"));
+    return new TensorBoardWriter(dir, file, openSync(file, "a"), older.length);
   }
 
   write(record: ScalarRecord, wallTime = Date.now() / 1000): void {
