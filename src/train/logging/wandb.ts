@@ -159,7 +159,8 @@ export class WandbSidecar {
     const hint = /No module named '?(wandb|mage_logging)/.test(reason)
       ? " (run `node scripts/python-env.mjs` for the project's Python environment, or set MAGE_PYTHON)"
       : "";
-    this.log(`warning: W&B logging is off for the rest of this run: ${reason}${hint}. Training goes on.`);
+    const said = reason.trim().replace(/\.+$/, "");
+    this.log(`warning: W&B logging is off for the rest of this run: ${said}${hint}. Training goes on.`);
   }
 
   private lastLines(): string {
