@@ -16,21 +16,27 @@ finishes the run as failed, so everything it was sent is kept.
 Resume keeps one curve: `<dir>/wandb/mage-wandb.json` holds the run id and, per kind of record, the
 last step logged. A resumed trainer replays its history; records at or before those steps are
 skipped, so each step of each kind reaches W&B exactly once (mage's resume is deterministic, so a
-replayed record equals the one logged before the interruption).
+replayed record equals the one logged before the interruption). A sidecar holds
+`<dir>/wandb/mage-wandb.lock` while it runs, so the sidecar of a resumed trainer reads the marks only
+after the killed trainer's sidecar has logged all it was sent and finished.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
 import string
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 STATE_FILE = "mage-wandb.json"
+LOCK_FILE = "mage-wandb.lock"
+LOCK_WAIT_SECONDS = 300.0
 
 
 @dataclass
@@ -57,6 +63,23 @@ def new_run_id() -> str:
 
 def state_path(run_dir: str) -> Path:
     return Path(run_dir) / "wandb" / STATE_FILE
+
+
+def take_lock(run_dir: str, wait_seconds: float = LOCK_WAIT_SECONDS) -> int:
+    """Holds the run's sidecar lock (released when the process ends); waits for an earlier sidecar."""
+    path = Path(run_dir) / "wandb" / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise TimeoutError(f"another W&B sidecar of this run still holds {path}") from None
+            time.sleep(0.05)
 
 
 def read_marks(path: Path) -> Marks | None:
@@ -131,6 +154,7 @@ class Sidecar:
         import wandb
 
         run_dir = str(message["dir"])
+        take_lock(run_dir)
         self.state = state_path(run_dir)
         marks = read_marks(self.state) if message.get("resume") else None
         self.marks = marks if marks is not None else Marks(run_id=new_run_id())

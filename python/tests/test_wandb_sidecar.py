@@ -8,11 +8,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from mage_logging.wandb_records import offline_runs
-from mage_logging.wandb_sidecar import Marks, parse_line, read_marks, state_path
+from mage_logging.wandb_sidecar import Marks, parse_line, read_marks, state_path, take_lock
 
 PYTHON_ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,3 +162,19 @@ def test_lines_and_marks() -> None:
     assert parse_line("[1, 2]") is None
     marks = Marks(run_id="abc", last_step={"train": 3})
     assert marks.seen("train", 3) and not marks.seen("train", 4) and not marks.seen("eval", 0)
+
+
+def test_a_second_sidecar_waits_for_the_first(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    env = sidecar_env(tmp_path / "home")
+    first = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from mage_logging.wandb_sidecar import take_lock; "
+         "take_lock(sys.argv[1]); print('locked', flush=True); time.sleep(1.5)", str(run_dir)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )
+    assert first.stdout is not None and first.stdout.readline().strip() == "locked"
+    started = time.monotonic()
+    os.close(take_lock(str(run_dir)))
+    waited = time.monotonic() - started
+    first.wait(timeout=30)
+    assert waited > 0.5, "the lock was taken while the first holder was alive"

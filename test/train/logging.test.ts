@@ -204,7 +204,8 @@ describe("training curves in TensorBoard and W&B", () => {
       assert.ok(Date.now() < end, "the run did not progress");
       await new Promise((r) => setTimeout(r, 20));
     }
-    child.kill("SIGKILL"); // after iteration 3 was logged, past the checkpoint at 2
+    await new Promise((r) => setTimeout(r, 100)); // the third iteration's events are written too
+    child.kill("SIGKILL"); // past the checkpoint taken after two iterations
     await new Promise((r) => child.once("exit", r));
     assert.ok(lines() < 6, "killed before the end");
     const before = readTensorBoard(tbRoot).killed.scalars.filter((s) => s.tag === "train/loss").length;
