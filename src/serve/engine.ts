@@ -1,7 +1,6 @@
 /**
- * The generation engine behind `mage serve`: the embedded model's batched KV-cache sampler,
- * plus a batcher that collects the jobs arriving within a short window (or until a batch is
- * full) and runs them as ONE `Sampler.generate` call.
+ * The embedded model behind `mage serve` (a `ServeBackend`): its batched KV-cache sampler runs the
+ * jobs the batcher (batcher.ts) collected as ONE `Sampler.generate` call.
  *
  * A job's result depends only on the job (prompt ids, sampling, seed): it is sampled exactly as
  * `EmbeddedPolicy` samples a request — same sampler, same per-sequence seeded stream, `<|end|>`
@@ -13,6 +12,7 @@
  * (`Sampler.append`), under the same distribution the token was sampled from (temperature and
  * truncation applied; greedy is a point mass).
  */
+import { renderChatIds } from "../model/chat-template.js";
 import type { ModelConfig } from "../model/config.js";
 import type { Kernels } from "../model/kernels/types.js";
 import type { ModelParams } from "../model/params.js";
@@ -25,7 +25,9 @@ import {
 } from "../model/sampler.js";
 import { TokenSampler } from "../model/sampling.js";
 import type { Tokenizer } from "../model/tokenizer.js";
-import type { GenJob, GenResult } from "./protocol.js";
+import type { ChatMessage } from "../policy/types.js";
+import type { ServeBackend } from "./backend.js";
+import { ApiError, type GenJob, type GenResult } from "./protocol.js";
 
 export { paramsFromMap } from "../model/params-io.js";
 
@@ -38,7 +40,7 @@ export interface EngineModel {
 /** Most rows of one teacher-forced scoring block (bounds the logits buffer). */
 const SCORE_BLOCK_ROWS = 2048;
 
-export class ServeEngine {
+export class ServeEngine implements ServeBackend {
   readonly config: ModelConfig;
   readonly tokenizer: Tokenizer;
   readonly kernels: Kernels;
@@ -69,6 +71,43 @@ export class ServeEngine {
     const tok = this.tokenizer;
     this.decode = (ids) => tok.decode(ids);
   }
+
+  get fingerprint(): string {
+    return `mage-${this.kernels.name}`;
+  }
+
+  get contextLength(): number {
+    return this.config.contextLength;
+  }
+
+  get vocabSize(): number {
+    return this.config.vocabSize;
+  }
+
+  get chatStopIds(): readonly number[] {
+    return [this.tokenizer.endId];
+  }
+
+  get completionStopIds(): readonly number[] {
+    return [this.tokenizer.endId, this.tokenizer.eosId];
+  }
+
+  /** The messages in mage's chat template, ending with the assistant's generation prompt. */
+  async chatPrompt(messages: readonly ChatMessage[]): Promise<number[]> {
+    try {
+      return renderChatIds(this.tokenizer, messages, { addGenerationPrompt: true });
+    } catch (err) {
+      throw new ApiError(
+        400,
+        err instanceof Error ? err.message : String(err),
+        "invalid_request_error",
+        "messages",
+      );
+    }
+  }
+
+  /** Nothing to release: the weights belong to the caller. */
+  async close(): Promise<void> {}
 
   /** Samples all jobs in one sampler call; results in job order. */
   run(jobs: readonly GenJob[], maxConcurrent = 64): GenResult[] {
@@ -194,158 +233,5 @@ export class ServeEngine {
     }
     if (best.length === 0) best.push(chosen);
     return best.map((id) => ({ id, logprob: Math.log(d[id]) }));
-  }
-}
-
-export interface BatcherOptions {
-  /**
-   * A batch is sampled once no new job has arrived for `windowMs` (default 5), or `maxWaitMs`
-   * after its first job (default 50), or as soon as `maxBatch` jobs wait.
-   */
-  windowMs?: number;
-  /** Longest wait of a batch's first job before sampling starts, in ms (default 50). */
-  maxWaitMs?: number;
-  /** Most sequences per sampler call (default 64). */
-  maxBatch?: number;
-}
-
-/** A queued job whose client went away before its batch ran; it is dropped, not sampled. */
-export class CancelledJobError extends Error {
-  constructor() {
-    super("the client closed the connection before sampling started");
-    this.name = "CancelledJobError";
-  }
-}
-
-/** The server is shutting down: the job was dropped, or its sampling was cut short. */
-export class ShutdownError extends Error {
-  constructor() {
-    super("the server is shutting down");
-    this.name = "ShutdownError";
-  }
-}
-
-interface Pending {
-  job: GenJob;
-  resolve: (r: GenResult) => void;
-  reject: (e: unknown) => void;
-  cancelled: () => boolean;
-}
-
-/**
- * Collects jobs while they keep arriving — until none has come for `windowMs`, the first has
- * waited `maxWaitMs`, or `maxBatch` are waiting — then runs them in one `engine.runAsync`. While a
- * batch runs, new requests queue and form the next batch (the sampler yields between decode
- * steps, so the server keeps accepting requests and streaming tokens).
- */
-export class Batcher {
-  readonly windowMs: number;
-  readonly maxWaitMs: number;
-  readonly maxBatch: number;
-  /** Sizes of the batches run so far (the last 1,000). */
-  readonly batchSizes: number[] = [];
-  private queue: Pending[] = [];
-  private timer: NodeJS.Timeout | null = null;
-  private firstAt = 0;
-  private running = false;
-  private cancelled = false;
-  private idleWaiters: (() => void)[] = [];
-
-  constructor(
-    private readonly engine: ServeEngine,
-    options: BatcherOptions = {},
-  ) {
-    this.windowMs = options.windowMs ?? 5;
-    this.maxWaitMs = Math.max(this.windowMs, options.maxWaitMs ?? 50);
-    this.maxBatch = options.maxBatch ?? 64;
-  }
-
-  /** Jobs waiting for a batch. */
-  get queued(): number {
-    return this.queue.length;
-  }
-
-  submit(job: GenJob, cancelled: () => boolean = () => false): Promise<GenResult> {
-    if (this.cancelled) return Promise.reject(new ShutdownError());
-    return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject, cancelled });
-      this.schedule();
-    });
-  }
-
-  /** Submits several jobs that must share one batch (the choices of one request). */
-  submitAll(jobs: readonly GenJob[], cancelled: () => boolean = () => false): Promise<GenResult[]> {
-    return Promise.all(jobs.map((j) => this.submit(j, cancelled)));
-  }
-
-  private schedule(): void {
-    if (this.running) return;
-    if (this.queue.length >= this.maxBatch) {
-      if (this.timer) clearTimeout(this.timer);
-      this.timer = null;
-      setImmediate(() => void this.flush());
-      this.running = true;
-      return;
-    }
-    // Restart the quiet-gap timer on every arrival, but never past maxWaitMs after the first job.
-    const now = performance.now();
-    if (!this.timer) this.firstAt = now;
-    else clearTimeout(this.timer);
-    const delay = Math.max(0, Math.min(this.windowMs, this.firstAt + this.maxWaitMs - now));
-    this.timer = setTimeout(() => void this.flush(), delay);
-  }
-
-  private async flush(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    this.running = true;
-    try {
-      const live: Pending[] = [];
-      for (const p of this.queue) {
-        if (this.cancelled) p.reject(new ShutdownError());
-        else if (p.cancelled()) p.reject(new CancelledJobError());
-        else live.push(p);
-      }
-      const batch = live.slice(0, this.maxBatch);
-      this.queue = live.slice(this.maxBatch);
-      if (batch.length === 0) return;
-      this.batchSizes.push(batch.length);
-      if (this.batchSizes.length > 1000) this.batchSizes.shift();
-      let results: GenResult[];
-      try {
-        results = await this.engine.runAsync(
-          batch.map((p) => p.job),
-          this.maxBatch,
-          () => this.cancelled,
-        );
-      } catch (err) {
-        for (const p of batch) p.reject(err);
-        return;
-      }
-      if (this.cancelled) {
-        for (const p of batch) p.reject(new ShutdownError());
-        return;
-      }
-      for (const [i, p] of batch.entries()) p.resolve(results[i]);
-    } finally {
-      this.running = false;
-      if (this.queue.length > 0) this.schedule();
-      else for (const w of this.idleWaiters.splice(0)) w();
-    }
-  }
-
-  /**
-   * Shutting down: queued jobs and later submissions reject with `ShutdownError`, and the batch
-   * being sampled stops at its next decode step and rejects the same way.
-   */
-  cancel(): void {
-    this.cancelled = true;
-    if (!this.running && this.queue.length > 0) void this.flush();
-  }
-
-  /** Resolves once no job is queued or running. */
-  idle(): Promise<void> {
-    if (this.queue.length === 0 && !this.running) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 }

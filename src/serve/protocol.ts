@@ -67,6 +67,12 @@ export interface GenResult {
   promptTokens: number;
   /** Per position, the best alternatives (id, log-prob), best first; only when asked. */
   top: { id: number; logprob: number }[][] | null;
+  /**
+   * The reply's text as a backend without a tokenizer in this process decoded it (the ids
+   * without a closing stop id, not yet cut at a stop string); absent where the server decodes
+   * `tokenIds` with the backend's tokenizer.
+   */
+  text?: string;
 }
 
 export interface ServeLimits {

@@ -1,10 +1,12 @@
 /**
- * `mage serve`'s HTTP server (node:http): an OpenAI-compatible API over the embedded model.
+ * `mage serve`'s HTTP server (node:http): an OpenAI-compatible API over a `ServeBackend` (backend.ts):
+ * the embedded model, or a Hugging Face model sampled by the PyTorch worker.
  *
  *   GET  /v1/models, /v1/models/{id}
  *   POST /v1/chat/completions   messages → the mage chat template → sample
  *   POST /v1/completions        prompt text (special-token text such as `<|user|>` is read as
- *                               those tokens; no BOS is added) or token ids → sample
+ *                               those tokens; no BOS is added; backends with a tokenizer only)
+ *                               or token ids → sample
  *   GET  /health
  *
  * Requests arriving within a few ms are sampled together in one sampler call (`Batcher`).
@@ -13,6 +15,8 @@
  * optional usage chunk and `data: [DONE]`. Text that could still turn into a stop string or is
  * waiting for UTF-8 bytes is held back a token or two. With top log-probs asked for, which come
  * from a second pass over the finished generation, the chunks are written once the batch is done.
+ * A backend without a tokenizer in this process (the PyTorch worker's) streams each reply as one
+ * content chunk once its batch is done, and refuses log-probs and text completion prompts (400).
  *
  * Limits, answered with OpenAI-style `{"error": {message, type, param, code}}` bodies:
  * body size (413), `max_tokens` above the server's cap or past the context (400), more than
@@ -23,9 +27,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Rng } from "../core/rng.js";
-import { renderChatIds } from "../model/chat-template.js";
+import type { Tokenizer } from "../model/tokenizer.js";
 import { bearerCheck } from "./auth.js";
-import { Batcher, type ServeEngine, ShutdownError } from "./engine.js";
+import type { ServeBackend } from "./backend.js";
+import { Batcher, ShutdownError } from "./batcher.js";
 import { BodyTooLargeError, readLimitedBody, STALL_LIMITS } from "./http-body.js";
 import {
   ApiError,
@@ -42,6 +47,7 @@ import {
   type ServeLimits,
   StreamText,
   streamPieces,
+  type TokenView,
   tokenView,
 } from "./protocol.js";
 
@@ -68,7 +74,8 @@ export const SERVE_DEFAULTS = {
 } as const;
 
 export interface ServeOptions {
-  engine: ServeEngine;
+  /** The model: the embedded `ServeEngine`, or a `TorchServeBackend`; closed with the server. */
+  engine: ServeBackend;
   /** The name clients pass as `model`. */
   modelName: string;
   /** Interface to listen on (default 127.0.0.1, loopback only). */
@@ -117,8 +124,8 @@ export interface ServeHandle {
   stats(): ServeStats;
   /**
    * Stops accepting requests and lets the ones in flight finish for up to `shutdownGraceMs`; then
-   * cancels the rest (sampling stops at its next decode step; they answer 503 `shutting_down`)
-   * and closes every connection.
+   * cancels the rest (sampling stops at its next decode step; they answer 503 `shutting_down`),
+   * closes every connection and then the backend.
    */
   close(): Promise<void>;
 }
@@ -173,7 +180,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
   const maxConcurrent = options.maxConcurrent ?? SERVE_DEFAULTS.maxConcurrent;
   const maxBodyBytes = options.maxBodyBytes ?? SERVE_DEFAULTS.maxBodyBytes;
   const limits: ServeLimits = {
-    contextLength: engine.config.contextLength,
+    contextLength: engine.contextLength,
     maxTokens: options.maxTokens ?? SERVE_DEFAULTS.maxTokens,
   };
   const authorized = bearerCheck(options.apiKey);
@@ -219,7 +226,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     object,
     created,
     model: modelName,
-    system_fingerprint: `mage-${engine.kernels.name}`,
+    system_fingerprint: engine.fingerprint,
   });
 
   const modelCard = () => ({ id: modelName, object: "model", created, owned_by: "mage" });
@@ -239,13 +246,56 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     return requestSeed ?? seeds.nextU32();
   }
 
+  /**
+   * The backend's tokenizer for a feature that needs one (log-probs, text prompts); a backend
+   * without one refuses the request with a 400 naming `param`.
+   */
+  function tokenizerFor(param: string, what: string): Tokenizer {
+    if (tok) return tok;
+    throw new ApiError(
+      400,
+      `${what} not supported for this model: it is sampled out of process and this server has no tokenizer of it`,
+      "invalid_request_error",
+      param,
+      "unsupported_parameter",
+    );
+  }
+
+  /** What completion log-probs need: the tokenizer (token texts, their offsets) and a token view. */
+  function completionLogprobTools(k: number, asIds: boolean): { k: number; tok: Tokenizer; view: TokenView } {
+    const t = tokenizerFor("logprobs", "logprobs are");
+    return { k, tok: t, view: tokenView(t, asIds) };
+  }
+
+  /** The generation's own text, else its ids decoded with the backend's tokenizer. */
+  function textOf(r: GenResult, bodyIds: readonly number[]): string {
+    if (r.text !== undefined) return r.text;
+    if (!tok) throw new Error("the backend returned a generation without text and has no tokenizer");
+    return tok.decode(bodyIds);
+  }
+
+  /**
+   * A finished reply's stream pieces: one per token with the backend's tokenizer (their texts add
+   * up to `content`), else the whole reply as one piece.
+   */
+  function streamSpans(
+    r: GenResult,
+    bodyIds: readonly number[],
+    content: string,
+  ): { text: string; from: number; to: number }[] {
+    if (r.tokenIds.length === 0) return [];
+    if (!tok) return [{ text: content, from: 0, to: r.tokenIds.length }];
+    const pieces = streamPieces(tok, bodyIds, content);
+    return r.tokenIds.map((_, t) => ({ text: pieces[t] ?? "", from: t, to: t + 1 }));
+  }
+
   /** Content of a generation: decoded ids without a final stop-id token, cut before a stop string. */
   function contentOf(r: GenResult, stopIds: readonly number[]): { bodyIds: number[]; content: string } {
     const ids = r.tokenIds;
     const last = ids[ids.length - 1];
     const bodyIds =
       r.finishReason === "stop" && r.stopString === null && stopIds.includes(last) ? ids.slice(0, -1) : ids;
-    let content = tok.decode(bodyIds);
+    let content = textOf(r, bodyIds);
     if (r.stopString !== null) {
       const at = content.indexOf(r.stopString);
       if (at >= 0) content = content.slice(0, at);
@@ -254,19 +304,12 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
   }
 
   async function handleChat(body: unknown, res: ServerResponse, aborted: () => boolean): Promise<number> {
-    const r: ChatRequest = parseChatRequest(body, limits, engine.config.vocabSize);
+    const r: ChatRequest = parseChatRequest(body, limits, engine.vocabSize);
     checkModel(r.model);
-    let promptIds: number[];
-    try {
-      promptIds = renderChatIds(tok, r.messages, { addGenerationPrompt: true });
-    } catch (err) {
-      throw new ApiError(
-        400,
-        err instanceof Error ? err.message : String(err),
-        "invalid_request_error",
-        "messages",
-      );
-    }
+    const view: TokenView | null = r.logprobs
+      ? tokenView(tokenizerFor("logprobs", "logprobs are"), r.tokensAsIds)
+      : null;
+    const promptIds = await engine.chatPrompt(r.messages);
     const maxTokens = resolveMaxTokens(
       promptIds.length,
       r.maxTokens,
@@ -276,7 +319,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
         : "max_tokens",
     );
     const base = seedFor(r.seed);
-    const stopIds = [tok.endId];
+    const stopIds = [...engine.chatStopIds];
     const jobs: GenJob[] = Array.from({ length: r.n }, (_, i) => ({
       promptIds,
       sampling: { ...r.sampling, maxTokens },
@@ -284,16 +327,17 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       stopIds,
       topLogprobs: r.logprobs ? r.topLogprobs : 0,
     }));
-    const view = tokenView(tok, r.tokensAsIds);
     const id = newId("chatcmpl");
     const now = Math.floor(Date.now() / 1000);
     const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => {
       if (!aborted()) writeSse(res, { ...responseHead(id, "chat.completion.chunk", now), choices, ...extra });
     };
     // Tokens go out as they are sampled, unless top log-probs are asked for: those come from a
-    // second pass over the finished generation, so such a stream is sent once the batch is done.
-    const live = r.stream && !(r.logprobs && r.topLogprobs > 0);
-    const texts = live ? jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds)) : [];
+    // second pass over the finished generation, so such a stream is sent once the batch is done
+    // (as is every stream of a backend without a tokenizer here).
+    const liveTok = r.stream && !(r.logprobs && r.topLogprobs > 0) ? tok : null;
+    const live = liveTok !== null;
+    const texts = liveTok ? jobs.map(() => new StreamText(liveTok, r.sampling.stop ?? [], stopIds)) : [];
     if (live) {
       startSse(res);
       jobs.forEach((job, index) => {
@@ -304,7 +348,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
             {
               index,
               delta: { content: texts[index].push(tokenId) },
-              logprobs: r.logprobs ? { content: chatLogprobEntries(one, view) } : null,
+              logprobs: view ? { content: chatLogprobEntries(one, view) } : null,
               finish_reason: null,
               token_ids: [tokenId],
             },
@@ -323,7 +367,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
           return {
             index,
             message: { role: "assistant", content },
-            logprobs: r.logprobs ? { content: chatLogprobEntries(x, view) } : null,
+            logprobs: view ? { content: chatLogprobEntries(x, view) } : null,
             finish_reason: x.finishReason,
             stop_reason: x.stopString,
             token_ids: x.tokenIds,
@@ -359,16 +403,15 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     return completionTokens;
 
     function streamAfter(x: GenResult, index: number, bodyIds: number[], content: string): void {
-      const pieces = streamPieces(tok, bodyIds, content);
       chunk([{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
-      for (let t = 0; t < x.tokenIds.length; t++) {
+      for (const { text, from, to } of streamSpans(x, bodyIds, content)) {
         chunk([
           {
             index,
-            delta: { content: pieces[t] ?? "" },
-            logprobs: r.logprobs ? { content: chatLogprobEntries(x, view, t, t + 1) } : null,
+            delta: { content: text },
+            logprobs: view ? { content: chatLogprobEntries(x, view, from, to) } : null,
             finish_reason: null,
-            token_ids: [x.tokenIds[t]],
+            token_ids: x.tokenIds.slice(from, to),
           },
         ]);
       }
@@ -380,14 +423,16 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     res: ServerResponse,
     aborted: () => boolean,
   ): Promise<number> {
-    const r: CompletionRequest = parseCompletionRequest(body, limits, engine.config.vocabSize);
+    const r: CompletionRequest = parseCompletionRequest(body, limits, engine.vocabSize);
     checkModel(r.model);
-    const stopIds = [tok.endId, tok.eosId];
+    const lp = r.logprobs !== null ? completionLogprobTools(r.logprobs, r.tokensAsIds) : null;
+    const stopIds = [...engine.completionStopIds];
     const base = seedFor(r.seed);
     const jobs: GenJob[] = [];
     const promptLens: number[] = [];
     for (const p of r.prompts) {
-      const promptIds = typeof p === "string" ? encodeWithSpecials(tok, p) : [...p];
+      const promptIds =
+        typeof p === "string" ? encodeWithSpecials(tokenizerFor("prompt", "text prompts are"), p) : [...p];
       const maxTokens = resolveMaxTokens(promptIds.length, r.maxTokens, limits);
       promptLens.push(promptIds.length);
       for (let i = 0; i < r.n; i++)
@@ -399,7 +444,6 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
           topLogprobs: r.logprobs ?? 0,
         });
     }
-    const view = tokenView(tok, r.tokensAsIds);
     const id = newId("cmpl");
     const now = Math.floor(Date.now() / 1000);
     const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => {
@@ -407,9 +451,10 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
         writeSse(res, { id, object: "text_completion", created: now, model: modelName, choices, ...extra });
     };
     // As for chat: live unless top log-probs (a second pass after sampling) are asked for.
-    const live = r.stream && !(r.logprobs !== null && r.logprobs > 0);
-    const texts = live ? jobs.map(() => new StreamText(tok, r.sampling.stop ?? [], stopIds)) : [];
-    if (live) {
+    const liveTok = r.stream && !(r.logprobs !== null && r.logprobs > 0) ? tok : null;
+    const live = liveTok !== null;
+    const texts = liveTok ? jobs.map(() => new StreamText(liveTok, r.sampling.stop ?? [], stopIds)) : [];
+    if (liveTok) {
       startSse(res);
       jobs.forEach((job, index) => {
         let offset = 0;
@@ -419,12 +464,12 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
             {
               index,
               text: texts[index].push(tokenId),
-              logprobs: r.logprobs !== null ? completionLogprobs(one, view, tok, 0, 0, 1, offset) : null,
+              logprobs: lp ? completionLogprobs(one, lp.view, lp.tok, 0, 0, 1, offset) : null,
               finish_reason: null,
               token_ids: [tokenId],
             },
           ]);
-          offset += tok.tokenText(tokenId).length;
+          offset += liveTok.tokenText(tokenId).length;
         };
       });
     }
@@ -440,7 +485,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
           return {
             index,
             text: content,
-            logprobs: r.logprobs !== null ? completionLogprobs(x, view, tok, r.logprobs) : null,
+            logprobs: lp ? completionLogprobs(x, lp.view, lp.tok, lp.k) : null,
             finish_reason: x.finishReason,
             stop_reason: x.stopString,
             token_ids: x.tokenIds,
@@ -476,20 +521,18 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     return completionTokens;
 
     function streamAfter(x: GenResult, index: number, bodyIds: number[], content: string): void {
-      const pieces = streamPieces(tok, bodyIds, content);
       let offset = 0;
-      for (let t = 0; t < x.tokenIds.length; t++) {
+      for (const { text, from, to } of streamSpans(x, bodyIds, content)) {
         chunk([
           {
             index,
-            text: pieces[t] ?? "",
-            logprobs:
-              r.logprobs !== null ? completionLogprobs(x, view, tok, r.logprobs, t, t + 1, offset) : null,
+            text,
+            logprobs: lp ? completionLogprobs(x, lp.view, lp.tok, lp.k, from, to, offset) : null,
             finish_reason: null,
-            token_ids: [x.tokenIds[t]],
+            token_ids: x.tokenIds.slice(from, to),
           },
         ]);
-        offset += tok.tokenText(x.tokenIds[t]).length;
+        if (lp) for (const id of x.tokenIds.slice(from, to)) offset += lp.tok.tokenText(id).length;
       }
     }
   }
@@ -657,6 +700,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
         await idle(500);
         server.closeAllConnections();
         await stopped;
+        await engine.close();
       })();
       return closed;
     },
