@@ -1,13 +1,13 @@
 /**
  * A local Hugging Face model directory (a base, a warm start, an `export-hf` output) as a policy
- * sampled by the PyTorch worker, for measurements that need no training: full weights, no LoRA,
+ * sampled by the PyTorch worker, for measurements and `mage serve` (no training): full weights, no LoRA,
  * no reference copy, one plain process.
  */
 import { resolve } from "node:path";
 import { TorchLearner } from "../learner/torch/learner.js";
 import { TorchPolicy } from "../learner/torch/policy.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
-import { TorchModelSchema } from "../train/config.js";
+import { type TorchModelConfig, TorchModelSchema } from "../train/config.js";
 
 export interface OpenedTorchModel {
   learner: TorchLearner;
@@ -18,6 +18,9 @@ export interface OpenedTorchModel {
 export interface OpenTorchModelOptions {
   python?: string | null;
   device?: string;
+  dtype?: TorchModelConfig["dtype"];
+  /** The worker's prefix store (`model.torch.prefixCacheMB`); absent: the config's default. */
+  prefixCacheMB?: number;
   /** The worker's CPU threads (OMP_NUM_THREADS); 0 or absent: torch's default, one per core. */
   threads?: number;
   worker?: Partial<TorchWorkerOptions>;
@@ -41,6 +44,8 @@ export async function openTorchModelDir(
     lora: null,
     ...(opts.python !== undefined ? { python: opts.python } : {}),
     ...(opts.device !== undefined ? { device: opts.device } : {}),
+    ...(opts.dtype !== undefined ? { dtype: opts.dtype } : {}),
+    ...(opts.prefixCacheMB !== undefined ? { prefixCacheMB: opts.prefixCacheMB } : {}),
   });
   const learner = await TorchLearner.open({
     torch,

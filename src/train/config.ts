@@ -94,6 +94,9 @@ const TorchLora = z
   })
   .strict();
 
+/** The devices `model.torch.device` (and the `--device` flags) accept. */
+export const TORCH_DEVICE_PATTERN = /^(cpu|cuda|cuda:\d+)$/;
+
 /** `model.torch`: the PyTorch learner worker (used when `model.backend` is torch). */
 export const TorchModelSchema = z
   .object({
@@ -102,10 +105,7 @@ export const TorchModelSchema = z
     /** The interpreter; null: MAGE_PYTHON, $MAGE_VENV/bin/python, the project's .venv, python3. */
     python: z.string().min(1).nullable().default(null),
     dtype: z.enum(["float32", "bfloat16", "float16"]).default("float32"),
-    device: z
-      .string()
-      .regex(/^(cpu|cuda|cuda:\d+)$/, "must be cpu, cuda or cuda:N")
-      .default("cpu"),
+    device: z.string().regex(TORCH_DEVICE_PATTERN, "must be cpu, cuda or cuda:N").default("cpu"),
     /** Worker processes (FSDP data-parallel ranks under torchrun); 1: a plain process. */
     processes: z.number().int().positive().default(1),
     /** null: full fine-tuning. */

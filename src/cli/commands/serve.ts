@@ -1,24 +1,22 @@
 /**
- * `mage serve --checkpoint DIR`: an OpenAI-compatible HTTP server for an embedded checkpoint
- * (see src/serve/server.ts). Loopback only unless --host says otherwise; SIGINT/SIGTERM stop
- * accepting requests, let the ones in flight finish for up to 10 s, cancel the rest (503) and exit 0
- * (a second signal exits at once).
+ * `mage serve --checkpoint DIR | --model DIR`: an OpenAI-compatible HTTP server for an embedded
+ * checkpoint, or for a Hugging Face model or torch run sampled by the PyTorch worker (see
+ * src/serve/server.ts and src/cli/serve-model.ts). Loopback only unless --host says otherwise;
+ * SIGINT/SIGTERM stop accepting requests, let the ones in flight finish for up to 10 s, cancel the
+ * rest (503), stop the worker and exit 0 (a second signal exits at once).
  */
-import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { UsageError } from "../../core/errors.js";
-import { loadCheckpoint } from "../../model/checkpoint.js";
-import { selectKernels } from "../../model/kernels/select.js";
 import { isLoopbackHost } from "../../serve/auth.js";
-import { paramsFromMap, ServeEngine } from "../../serve/engine.js";
 import { SERVE_DEFAULTS, type ServeHandle, startServer } from "../../serve/server.js";
 import { apiKeyFromEnvFlag, intFlag, untilSignal } from "../args.js";
-import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
+import { openServeModel } from "../serve-model.js";
 
 const USAGE =
-  "mage serve --checkpoint DIR [--host 127.0.0.1] [--port 8000] [--api-key-env NAME] " +
+  "mage serve --checkpoint DIR | --model DIR [--host 127.0.0.1] [--port 8000] [--api-key-env NAME] " +
   "[--max-concurrent N] [--max-tokens N] [--model-name NAME] [--kernels auto|js|wasm|native] " +
+  "[--threads N] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] " +
   "[--max-batch N] [--batch-window-ms MS] [--batch-max-wait-ms MS] [--max-body-bytes N] [--seed S] [--quiet]";
 
 export interface ServeCliResult {
@@ -26,7 +24,7 @@ export interface ServeCliResult {
   modelName: string;
 }
 
-/** Parses the flags, loads the checkpoint and starts the server (no signal handling). */
+/** Parses the flags, opens the model and starts the server (no signal handling). */
 export async function startServeFromArgs(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
@@ -38,6 +36,10 @@ export async function startServeFromArgs(
       args: argv,
       options: {
         checkpoint: { type: "string" },
+        model: { type: "string" },
+        threads: { type: "string" },
+        device: { type: "string" },
+        dtype: { type: "string" },
         host: { type: "string" },
         port: { type: "string" },
         "api-key-env": { type: "string" },
@@ -58,8 +60,9 @@ export async function startServeFromArgs(
   } catch (err) {
     throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
   }
-  const dir = values.checkpoint as string | undefined;
-  if (!dir) throw new UsageError(`--checkpoint DIR is required\nusage: ${USAGE}`);
+  const str = (k: string) => values[k] as string | undefined;
+  if (str("checkpoint") === undefined && str("model") === undefined)
+    throw new UsageError(`--checkpoint DIR or --model DIR is required\nusage: ${USAGE}`);
   const host = (values.host as string | undefined) ?? SERVE_DEFAULTS.host;
   const port = intFlag("port", values.port as string | undefined, { max: 65535 }) ?? SERVE_DEFAULTS.port;
   const maxConcurrent =
@@ -80,27 +83,22 @@ export async function startServeFromArgs(
     SERVE_DEFAULTS.maxBodyBytes;
   const seed = intFlag("seed", values.seed as string | undefined);
   const apiKey = apiKeyFromEnvFlag(values["api-key-env"] as string | undefined, env);
-  let ckpt: Awaited<ReturnType<typeof loadCheckpoint>>;
-  try {
-    ckpt = await loadCheckpoint(await checkpointArg(dir), { trainingState: false });
-  } catch (err) {
-    throw new UsageError(`--checkpoint ${dir}: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  const kernels = await selectKernels((values.kernels as string | undefined) ?? "auto", env);
-  let engine: ServeEngine;
-  try {
-    engine = new ServeEngine({
-      params: paramsFromMap(ckpt.config, ckpt.params),
-      tokenizer: ckpt.tokenizer,
-      kernels,
-    });
-  } catch (err) {
-    throw new UsageError(`--checkpoint ${dir}: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  const modelName = (values["model-name"] as string | undefined) ?? basename(ckpt.dir);
+  const threads = intFlag("threads", str("threads"));
+  const served = await openServeModel(
+    {
+      checkpoint: str("checkpoint"),
+      model: str("model"),
+      kernels: str("kernels"),
+      threads,
+      device: str("device"),
+      dtype: str("dtype"),
+    },
+    env,
+  );
+  const modelName = str("model-name") ?? served.name;
   const quiet = values.quiet === true;
   const handle = await startServer({
-    engine,
+    engine: served.backend,
     modelName,
     host,
     port,
@@ -113,7 +111,8 @@ export async function startServeFromArgs(
     maxBodyBytes: maxBody,
     seed,
     log: quiet ? undefined : log,
-  }).catch((err: NodeJS.ErrnoException) => {
+  }).catch(async (err: NodeJS.ErrnoException) => {
+    await served.backend.close();
     if (err?.code === "EADDRINUSE")
       throw new UsageError(`--port ${port}: the address ${host}:${port} is in use`);
     if (err?.code === "EADDRNOTAVAIL" || err?.code === "ENOTFOUND")
@@ -121,8 +120,7 @@ export async function startServeFromArgs(
     throw err;
   });
   log(
-    `mage serve: "${modelName}" (${ckpt.config.nLayers} layers, d ${ckpt.config.dModel}, kernels ${kernels.name}) ` +
-      `at ${handle.baseUrl}${apiKey ? " (API key required)" : ""}`,
+    `mage serve: "${modelName}" (${served.description}) at ${handle.baseUrl}${apiKey ? " (API key required)" : ""}`,
   );
   if (!isLoopbackHost(host) && !apiKey)
     log(`mage serve: WARNING listening on ${host} without --api-key-env: anyone who can reach it can use it`);
@@ -131,7 +129,7 @@ export async function startServeFromArgs(
 
 export const command: Command = {
   name: "serve",
-  summary: "Serve an embedded checkpoint over an OpenAI-compatible HTTP API",
+  summary: "Serve a checkpoint or a Hugging Face model over an OpenAI-compatible HTTP API",
   usage: USAGE,
   async run(argv) {
     const { handle } = await startServeFromArgs(argv);

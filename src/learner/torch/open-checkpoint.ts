@@ -21,7 +21,14 @@ export interface OpenedTorchCheckpoint {
 
 export async function openTorchCheckpoint(
   dir: string,
-  opts: { python?: string | null; device?: string; worker?: Partial<TorchWorkerOptions> } = {},
+  opts: {
+    python?: string | null;
+    device?: string;
+    dtype?: TorchModelConfig["dtype"];
+    /** The worker's prefix store (`model.torch.prefixCacheMB`); absent: the run's own setting. */
+    prefixCacheMB?: number;
+    worker?: Partial<TorchWorkerOptions>;
+  } = {},
 ): Promise<OpenedTorchCheckpoint> {
   const info = JSON.parse(
     await readFile(join(dir, TORCH_CHECKPOINT_FILES.torch), "utf8"),
@@ -39,6 +46,8 @@ export async function openTorchCheckpoint(
     rollout: "worker",
     ...(opts.python !== undefined ? { python: opts.python } : {}),
     ...(opts.device !== undefined ? { device: opts.device } : {}),
+    ...(opts.dtype !== undefined ? { dtype: opts.dtype } : {}),
+    ...(opts.prefixCacheMB !== undefined ? { prefixCacheMB: opts.prefixCacheMB } : {}),
     lora: adapter ? info.torch.lora : null,
     path: adapter ? info.basePath : learnerDir,
   };

@@ -509,6 +509,15 @@ export class TorchWorker {
     await this.destroy();
   }
 
+  /**
+   * Stops the worker at once, without waiting for the request in flight (it fails, as does every
+   * later one). For a caller that no longer wants that request's answer, e.g. a server shutting down.
+   */
+  async kill(): Promise<void> {
+    this.fail(new TorchWorkerError("died", "the learner worker was stopped"));
+    await this.destroy(true);
+  }
+
   private async destroy(now = false): Promise<void> {
     this.closing = true;
     const child = this.child;

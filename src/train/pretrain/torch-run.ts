@@ -21,7 +21,7 @@ import { Rng } from "../../core/rng.js";
 import { TorchLearner, type TorchModelInfo } from "../../learner/torch/learner.js";
 import { TorchPolicy } from "../../learner/torch/policy.js";
 import type { TorchWorkerOptions } from "../../learner/torch/worker.js";
-import { type TorchModelConfig, TorchModelSchema } from "../config.js";
+import { TORCH_DEVICE_PATTERN, type TorchModelConfig, TorchModelSchema } from "../config.js";
 import { ProgressBar } from "../progress.js";
 import { collectRunMeta, type RunMeta } from "../run-meta.js";
 import { buildCorpus, type CorpusStats, type CorpusTrial } from "./corpus.js";
@@ -231,7 +231,7 @@ export function resolveTorchSettings(
   checkRate("malformedRate", s.malformedRate);
   checkRate("minLrRatio", s.minLrRatio);
   expectChoice("dtype", s.dtype, TORCH_DTYPES);
-  if (!/^(cpu|cuda|cuda:\d+)$/.test(s.device))
+  if (!TORCH_DEVICE_PATTERN.test(s.device))
     throw new UsageError(`--device must be cpu, cuda or cuda:N, got "${s.device}"`);
   return s;
 }
