@@ -44,7 +44,9 @@ interface Pending {
  * Collects jobs while they keep arriving — until none has come for `windowMs`, the first has
  * waited `maxWaitMs`, or `maxBatch` are waiting — then runs them in one `backend.runAsync`. While a
  * batch runs, new requests queue and form the next batch (the sampler yields between decode
- * steps, so the server keeps accepting requests and streaming tokens).
+ * steps, so the server keeps accepting requests and streaming tokens). Requests announced with
+ * `expect` (their prompts still render in another process) hold the batch back for them, up to
+ * `maxWaitMs` after its first job.
  */
 export class Batcher {
   readonly windowMs: number;
@@ -58,6 +60,8 @@ export class Batcher {
   private running = false;
   private cancelled = false;
   private idleWaiters: (() => void)[] = [];
+  /** Requests announced by `expect` whose jobs are not submitted yet. */
+  private expected = 0;
 
   constructor(
     private readonly backend: Pick<ServeBackend, "runAsync">,
@@ -71,6 +75,22 @@ export class Batcher {
   /** Jobs waiting for a batch. */
   get queued(): number {
     return this.queue.length;
+  }
+
+  /**
+   * Announces a request whose jobs are still being prepared: until the returned function is called
+   * (once its prompt is ready, just before it submits, or when it fails) the next batch waits for
+   * it, at most `maxWaitMs` after its first job.
+   */
+  expect(): () => void {
+    this.expected++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.expected--;
+      if (this.queue.length > 0) this.schedule();
+    };
   }
 
   submit(job: GenJob, cancelled: () => boolean = () => false): Promise<GenResult> {
@@ -95,11 +115,13 @@ export class Batcher {
       this.running = true;
       return;
     }
-    // Restart the quiet-gap timer on every arrival, but never past maxWaitMs after the first job.
+    // Restart the quiet-gap timer on every arrival, but never past maxWaitMs after the first job;
+    // while announced requests are still preparing, wait for them up to that bound.
     const now = performance.now();
     if (!this.timer) this.firstAt = now;
     else clearTimeout(this.timer);
-    const delay = Math.max(0, Math.min(this.windowMs, this.firstAt + this.maxWaitMs - now));
+    const gap = this.expected > 0 ? this.maxWaitMs : this.windowMs;
+    const delay = Math.max(0, Math.min(gap, this.firstAt + this.maxWaitMs - now));
     this.timer = setTimeout(() => void this.flush(), delay);
   }
 

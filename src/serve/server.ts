@@ -309,7 +309,8 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     const view: TokenView | null = r.logprobs
       ? tokenView(tokenizerFor("logprobs", "logprobs are"), r.tokensAsIds)
       : null;
-    const promptIds = await engine.chatPrompt(r.messages);
+    // The prompt may render in another process (the PyTorch worker): the batch waits for it.
+    const promptIds = await engine.chatPrompt(r.messages).finally(batcher.expect());
     const maxTokens = resolveMaxTokens(
       promptIds.length,
       r.maxTokens,

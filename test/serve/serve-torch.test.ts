@@ -352,8 +352,9 @@ describe("mage serve --model: shutdown", { skip: NO_WORKER }, () => {
       null,
     );
     assert.equal(r.status, 200);
-    const { code } = await terminate(cli);
+    const { code, ms } = await terminate(cli);
     assert.equal(code, 0, cli.stderr());
+    assert.ok(ms < 5000, `exited ${ms.toFixed(0)} ms after SIGTERM`);
     assert.match(cli.stderr(), /LlamaForCausalLM, .*PyTorch worker on cpu in float32, 1 thread/);
     assert.match(cli.stderr(), /SIGTERM[\s\S]*mage serve: stopped/);
   });

@@ -528,7 +528,10 @@ export class TorchWorker {
       // torchrun forwards SIGTERM to its ranks; a lone worker can simply be killed.
       const t = setTimeout(() => child.kill(this.processes > 1 ? "SIGTERM" : "SIGKILL"), 5_000);
       this.socket?.end();
-      await Promise.race([gone, new Promise((r) => setTimeout(r, 5_500))]);
+      // Cleared once the worker is gone, so it does not hold this process open for 5.5 s.
+      let giveUp: NodeJS.Timeout | undefined;
+      await Promise.race([gone, new Promise((r) => (giveUp = setTimeout(r, 5_500)))]);
+      clearTimeout(giveUp);
       clearTimeout(t);
     }
     this.socket?.destroy();
