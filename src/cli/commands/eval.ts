@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells, HARDER_SEED_RANGE } from "../../evaluate/evaluate.js";
@@ -24,12 +24,14 @@ import {
   type SokobanKnobsConfig,
 } from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
+import { REPORT_FILE } from "../../train/pretrain/run.js";
 import { parseFlags } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
+import { openTorchModelDir } from "../open-torch-model.js";
 
 const USAGE = [
-  "mage eval (--checkpoint DIR | --policy SPEC) [--game G] --opponent SPEC[,SPEC...] [--seat first|second|both]",
+  "mage eval (--checkpoint DIR | --policy SPEC | --model DIR [--threads N]) [--game G] --opponent SPEC[,SPEC...] [--seat first|second|both]",
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json] [--quiet]",
   "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none] [--knobs YAML] [--harder]",
@@ -40,6 +42,9 @@ const USAGE = [
   "          default: the knobs the checkpoint trained with (else the reference's 6x6 levels)",
   "  --harder: draw the levels from the harder set's seed range [2^32, 2^33) instead of [2^16, 2^32)",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
+  "  --model: a Hugging Face model directory sampled by the PyTorch worker (e.g. a warm start of",
+  "          `mage pretrain --backend torch`, whose game, compact prompts and 48-token replies it keeps);",
+  "          --threads: the worker's CPU threads (default: one per core)",
   "  --json: the results as one JSON object on stdout; progress goes to stderr (--quiet: none)",
   "  --seen: the opponents the policy trained against, so results say seen or unseen. A checkpoint",
   "          records its pool and needs no flag; a served or GGUF model cannot tell, so without",
@@ -88,6 +93,32 @@ function trainingOpponents(
   return new Set();
 }
 
+/**
+ * What a model directory says of how it plays: a warm start of `mage pretrain --backend torch`
+ * records its game and was checked with compact prompts and 48-token replies; null otherwise.
+ */
+function modelDirMeta(dir: string): Record<string, unknown> | null {
+  const report = join(dir, REPORT_FILE);
+  if (!existsSync(report)) return null;
+  const game = (JSON.parse(readFileSync(report, "utf8")) as { game?: unknown }).game;
+  return { ...(typeof game === "string" ? { game } : {}), promptStyle: "compact", maxResponseTokens: 48 };
+}
+
+/** A Hugging Face model directory as a policy through the PyTorch worker. */
+async function openModelEval(
+  dir: string,
+  threads: number,
+  meta: Record<string, unknown> | null,
+): Promise<OpenedPolicy> {
+  const opened = await openTorchModelDir(dir, { threads });
+  return {
+    policy: opened.policy,
+    kind: "torch",
+    promptStyle: meta?.promptStyle === "compact" ? "compact" : "full",
+    close: opened.close,
+  };
+}
+
 /** A torch run checkpoint as a policy: prompts in the style it trained with, replies as long as in training. */
 async function openTorchEval(dir: string, meta: Record<string, unknown> | null): Promise<OpenedPolicy> {
   const opened = await openTorchCheckpoint(dir);
@@ -116,6 +147,8 @@ export const command: Command = {
       {
         checkpoint: { type: "string" },
         policy: { type: "string" },
+        model: { type: "string" },
+        threads: { type: "string" },
         game: { type: "string" },
         "env-url": { type: "string" },
         "env-name": { type: "string" },
@@ -142,14 +175,25 @@ export const command: Command = {
       },
       USAGE,
     );
-    if ((values.checkpoint === undefined) === (values.policy === undefined)) {
-      throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
+    const given = [values.checkpoint, values.policy, values.model].filter((v) => v !== undefined);
+    if (given.length !== 1) {
+      throw new UsageError(
+        `give exactly one of --checkpoint DIR, --policy SPEC or --model DIR\nusage: ${USAGE}`,
+      );
     }
-    const requested = values.policy ?? `checkpoint:${values.checkpoint}`;
-    const parsed = parsePolicySpec(requested);
-    const checkpointDir = parsed.kind === "checkpoint" ? parsed.dir : undefined;
+    if (values.threads !== undefined && values.model === undefined)
+      throw new UsageError(
+        "--threads goes with --model DIR (a torch run checkpoint's worker uses its run's settings)",
+      );
+    const modelDir = values.model;
+    const requested = values.policy ?? `checkpoint:${values.checkpoint ?? ""}`;
+    const checkpointDir =
+      modelDir === undefined
+        ? ((p) => (p.kind === "checkpoint" ? p.dir : undefined))(parsePolicySpec(requested))
+        : undefined;
     let game = values.game;
-    let meta: Record<string, unknown> | null = null;
+    let meta: Record<string, unknown> | null = modelDir === undefined ? null : modelDirMeta(modelDir);
+    if (game === undefined && typeof meta?.game === "string") game = meta.game;
     if (game === undefined && checkpointDir !== undefined) {
       meta = await readCheckpointMeta(checkpointDir);
       if (typeof meta.game === "string") game = meta.game;
@@ -258,7 +302,12 @@ export const command: Command = {
     // A checkpoint of model.backend: torch plays through the PyTorch worker.
     const torchCheckpoint = resolvedCheckpoint !== undefined && isTorchCheckpoint(resolvedCheckpoint);
     if (torchCheckpoint) meta ??= await readCheckpointMeta(resolvedCheckpoint);
-    const opened = torchCheckpoint ? await openTorchEval(resolvedCheckpoint, meta) : await openPolicy(spec);
+    const opened =
+      modelDir !== undefined
+        ? await openModelEval(modelDir, num("threads", values.threads, 0, true), meta)
+        : torchCheckpoint
+          ? await openTorchEval(resolvedCheckpoint, meta)
+          : await openPolicy(spec);
     const style = values.style ?? opened.promptStyle;
     if (style !== "compact" && style !== "full") {
       throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
