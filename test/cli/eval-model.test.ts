@@ -45,6 +45,11 @@ describe("mage eval --model DIR (a Hugging Face directory through the PyTorch wo
       assert.equal(trials.length, 2);
       const prompt = JSON.stringify(trials[0]);
       assert.match(prompt, /Card: [JQK]\./, "compact observations");
+      const json = await runCommand(command, [
+        ...["--model", model, "--threads", "1", "--opponent", "cfr", "--seat", "second"],
+        ...["--trials", "1", "--attempts", "1", "--out", join(dir, "j.jsonl"), "--json", "--quiet"],
+      ]);
+      assert.equal(JSON.parse(json.out).policy, `model:${model}`);
       for (const t of trials)
         for (const a of t.memory?.attempts ?? [])
           for (const turn of a.turns) assert.ok(turn.tokenIds.length <= 48, "replies of at most 48 tokens");

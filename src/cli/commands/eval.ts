@@ -298,7 +298,12 @@ export const command: Command = {
       throw new UsageError(`${game} takes no --knobs or --harder (puzzles only)`);
     }
     const resolvedCheckpoint = checkpointDir === undefined ? undefined : await checkpointArg(checkpointDir);
-    const spec = resolvedCheckpoint === undefined ? requested : `checkpoint:${resolvedCheckpoint}`;
+    const spec =
+      modelDir !== undefined
+        ? `model:${modelDir}`
+        : resolvedCheckpoint === undefined
+          ? requested
+          : `checkpoint:${resolvedCheckpoint}`;
     // A checkpoint of model.backend: torch plays through the PyTorch worker.
     const torchCheckpoint = resolvedCheckpoint !== undefined && isTorchCheckpoint(resolvedCheckpoint);
     if (torchCheckpoint) meta ??= await readCheckpointMeta(resolvedCheckpoint);
