@@ -12,6 +12,7 @@ import {
   snapshotOf,
 } from "./compare.js";
 import { formatPercent, formatScore } from "./markdown.js";
+import { isTorchRun } from "./model.js";
 import { clearlyAbove, formatInterval, type TargetLine, type Verdict } from "./targets.js";
 
 /**
@@ -35,11 +36,11 @@ const CFR_SECOND = { opponent: "cfr", seat: "second" };
 
 /** True when the game's runs trained a real model through the PyTorch worker. */
 export function isRealModelGame(g: ExperimentGame): boolean {
-  return g.methods.some((m) => m.runs.some((r) => r.summary.config?.model?.backend === "torch"));
+  return g.methods.some((m) => m.runs.some((r) => isTorchRun(r.summary)));
 }
 
 /** The real-model Kuhn grid with the most MAGE seeds, or null. */
-function realKuhnGrid(games: readonly ExperimentGame[]): ExperimentGame | null {
+export function realKuhnGrid(games: readonly ExperimentGame[]): ExperimentGame | null {
   const seedsOf = (g: ExperimentGame) => findMethod(g.methods, MAGE)?.runs.length ?? 0;
   const grids = games.filter((g) => g.game === "kuhn" && isRealModelGame(g) && seedsOf(g) > 0);
   return grids.sort((a, b) => seedsOf(b) - seedsOf(a))[0] ?? null;

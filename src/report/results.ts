@@ -38,6 +38,7 @@ import {
   table,
 } from "./markdown.js";
 import { isTorchRun, modelColumn } from "./model.js";
+import { isRealModelGame, realKuhnGrid } from "./real-targets.js";
 import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
 import { computeTargets, kuhnBestPossible, mainExperiment, type TargetLine } from "./targets.js";
 
@@ -304,11 +305,14 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
 function targetsSection(lines: readonly TargetLine[], all: readonly ExperimentGame[], out: string[]): void {
   out.push("## Targets", "");
   const count = (v: string) => lines.filter((l) => l.verdict === v).length;
-  const sources = [...new Set(all.map((g) => g.game))]
+  const embedded = all.filter((g) => !isRealModelGame(g));
+  const sources = [...new Set(embedded.map((g) => g.game))]
     .sort()
-    .map((game) => [game, mainExperiment(all, game)?.experiment.name] as const)
+    .map((game) => [game, mainExperiment(embedded, game)?.experiment.name] as const)
     .filter((x): x is readonly [string, string] => x[1] !== undefined)
     .map(([game, name]) => `${gameTitle(game)} from \`${name}\``);
+  const real = realKuhnGrid(all);
+  if (real) sources.push(`Kuhn poker on a real LLM from \`${real.experiment.name}\``);
   out.push(
     `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries` +
       `${sources.length > 0 ? ` of the main comparison: ${sources.join(", ")}` : ""}. ` +
