@@ -55,13 +55,25 @@ class Client:
         except OSError:
             return ""
 
+    def exit_note(self) -> str:
+        """The worker's exit status and last output, once it has gone (for errors that say why)."""
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return " (the worker is still running)"
+        self.stderr.flush()
+        return f" (exit status {rc}); its last output:\n{self.stderr_tail()}"
+
     def raw(self, header: dict[str, Any], arrays: dict[str, Array] | None = None) -> tuple[dict[str, Any], dict[str, Array]]:
         h = {"id": self.next_id, **header}
         self.next_id += 1
-        write_frame(self.wfile, h, arrays)
-        frame = read_frame(self.rfile)
+        try:
+            write_frame(self.wfile, h, arrays)
+            frame = read_frame(self.rfile)
+        except (ConnectionResetError, BrokenPipeError) as err:
+            raise EOFError(f"the worker closed the connection{self.exit_note()}") from err
         if frame is None:
-            raise EOFError("the worker closed the connection")
+            raise EOFError(f"the worker closed the connection{self.exit_note()}")
         return frame.header, frame.arrays
 
     def call(self, op: str, arrays: dict[str, Array] | None = None, **fields: Any) -> tuple[dict[str, Any], dict[str, Array]]:
