@@ -28,6 +28,7 @@ import { loadTask, TASKS } from "../tasks/registry.js";
 import type { StepResult, TaskOptions, TextTask } from "../tasks/types.js";
 import { bearerCheck } from "./auth.js";
 import { BodyTooLargeError, readLimitedBody, STALL_LIMITS } from "./http-body.js";
+import { InFlight } from "./in-flight.js";
 import { defaultPoolSize, OpponentPool, OpponentTimeoutError, PoolClosedError } from "./opponent-pool.js";
 import {
   checkServedSpec,
@@ -336,8 +337,7 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
   const pool = new OpponentPool(options.opponentThreads ?? defaultPoolSize());
   let nextId = 1;
   let closing = false;
-  let inFlight = 0;
-  const idleWaiters: (() => void)[] = [];
+  const inFlight = new InFlight();
   const newBudget = () => ({ deadline: performance.now() + budgetMs, budgetMs });
 
   const session = (body: Record<string, unknown>): Session => {
@@ -539,10 +539,8 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
   };
 
   const server = createServer(STALL_LIMITS, (req, res) => {
-    inFlight++;
-    res.once("close", () => {
-      if (--inFlight === 0) for (const w of idleWaiters.splice(0)) w();
-    });
+    inFlight.enter();
+    res.once("close", () => inFlight.leave());
     route(req).then(
       (text) => send(res, 200, text),
       (err: unknown) => {
@@ -573,16 +571,6 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
   const addr = server.address() as AddressInfo;
   const shownHost = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
 
-  const idle = (ms: number) =>
-    inFlight === 0
-      ? Promise.resolve()
-      : new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, ms);
-          idleWaiters.push(() => {
-            clearTimeout(timer);
-            resolve();
-          });
-        });
   let closed: Promise<void> | undefined;
   return {
     url: `http://${shownHost}:${addr.port}`,
@@ -598,10 +586,10 @@ export async function startEnvServer(options: EnvServerOptions = {}): Promise<En
         clearInterval(sweep);
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
-        await idle(graceMs);
+        await inFlight.idle(graceMs);
         // Moves still thinking are cancelled; their requests answer 503 shutting_down.
         await pool.close();
-        await idle(500);
+        await inFlight.idle(500);
         sessions.clear();
         for (const s of sockets) s.destroy();
         await stopped;

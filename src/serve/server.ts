@@ -32,6 +32,7 @@ import { bearerCheck } from "./auth.js";
 import type { ServeBackend } from "./backend.js";
 import { Batcher, ShutdownError } from "./batcher.js";
 import { BodyTooLargeError, readLimitedBody, STALL_LIMITS } from "./http-body.js";
+import { InFlight } from "./in-flight.js";
 import {
   ApiError,
   type ChatRequest,
@@ -194,17 +195,15 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
   const ids = Rng.seeded(options.seed ?? Date.now()).derive("serve-ids");
   const created = Math.floor(Date.now() / 1000);
   const log = options.log ?? (() => {});
-  const stats: ServeStats = {
+  // What the server counts itself; in-flight requests and the sampler's figures are read when asked.
+  const stats: Omit<ServeStats, "inFlight" | "samplerCalls" | "largestBatch"> = {
     requests: 0,
-    inFlight: 0,
     promptTokens: 0,
     completionTokens: 0,
-    samplerCalls: 0,
-    largestBatch: 0,
   };
   let counter = 0;
   let closing = false;
-  const idleWaiters: (() => void)[] = [];
+  const inFlight = new InFlight();
 
   const newId = (prefix: string): string =>
     `${prefix}-${(++counter).toString(36)}${ids.nextU32().toString(16).padStart(8, "0")}`;
@@ -595,7 +594,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
       if (req.method !== "POST") throw new ApiError(405, `${path} takes POST`, "invalid_request_error");
       if (closing)
         throw new ApiError(503, "the server is shutting down", "server_error", null, "shutting_down");
-      if (stats.inFlight >= maxConcurrent)
+      if (inFlight.count >= maxConcurrent)
         throw new ApiError(
           429,
           `too many concurrent requests (the limit is ${maxConcurrent}); retry shortly`,
@@ -604,7 +603,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
           "rate_limit_exceeded",
         );
       generation = true;
-      stats.inFlight++;
+      inFlight.enter();
       const raw = await readBody(req, maxBodyBytes);
       let body: unknown;
       try {
@@ -636,12 +635,7 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
         sendError(res, new ApiError(500, `internal error: ${message}`, "server_error"));
       }
     } finally {
-      if (generation) {
-        stats.inFlight--;
-        if (stats.inFlight === 0) for (const w of idleWaiters.splice(0)) w();
-      }
-      stats.samplerCalls = engine.calls;
-      stats.largestBatch = engine.largestBatch;
+      if (generation) inFlight.leave();
       log(
         `${req.method} ${path} ${res.statusCode} ${(performance.now() - t0).toFixed(1)}ms` +
           (generation ? ` tokens=${tokens}` : ""),
@@ -677,28 +671,23 @@ export async function startServer(options: ServeOptions): Promise<ServeHandle> {
     host: addr.address,
     port: addr.port,
     server,
-    stats: () => ({ ...stats, samplerCalls: engine.calls, largestBatch: engine.largestBatch }),
+    stats: () => ({
+      ...stats,
+      inFlight: inFlight.count,
+      samplerCalls: engine.calls,
+      largestBatch: engine.largestBatch,
+    }),
     close() {
       if (closed) return closed;
       closing = true;
       closed = (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
-        const idle = (ms: number) =>
-          stats.inFlight === 0
-            ? Promise.resolve()
-            : new Promise<void>((resolve) => {
-                const timer = setTimeout(resolve, ms);
-                idleWaiters.push(() => {
-                  clearTimeout(timer);
-                  resolve();
-                });
-              });
-        await idle(graceMs);
+        await inFlight.idle(graceMs);
         // Past the grace: what is left is cancelled and answers 503.
         batcher.cancel();
         await Promise.race([batcher.idle(), new Promise((r) => setTimeout(r, 2000).unref())]);
-        await idle(500);
+        await inFlight.idle(500);
         server.closeAllConnections();
         await stopped;
         await engine.close();

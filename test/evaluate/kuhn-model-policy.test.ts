@@ -64,6 +64,28 @@ function anchorInfoset(anchor: string): KuhnInfoSet {
   return `${card}${moves.join("")}` as KuhnInfoSet;
 }
 
+/** One trial of the real trial runner: Kuhn, agent first against always-bet, one attempt. */
+async function oneRunnerTrial(script: Script) {
+  const task = await loadTask("kuhn");
+  const [trial] = await runTrials(
+    [{ trialId: 0, groupId: 0, taskSeed: 1, opponent: "always-bet", seat: "first" }],
+    (s) => task.create({ opponent: s.opponent!, seat: s.seat! }),
+    new ScriptedPolicy(script, tok),
+    Rng.seeded(1),
+    {
+      attempts: 1,
+      maxTurns: MAX_TURNS,
+      reflection: "none",
+      promptStyle: "compact",
+      hindsight: false,
+      sampling: SAMPLING,
+      maxBatch: 8,
+      concurrency: 1,
+    },
+  );
+  return trial;
+}
+
 describe("kuhn information sets as task situations", () => {
   it("routes every information set to its seat, a deal with the agent's card, and opponents that lead there", () => {
     for (const s of KUHN_INFOSETS) {
@@ -207,23 +229,7 @@ describe("estimateKuhnModelPolicy", () => {
       assert.equal(e.invalidRate, 1);
     }
     // The runner: six invalid turns, then the attempt is forfeited (the agent loses its ante).
-    const task = await loadTask("kuhn");
-    const [trial] = await runTrials(
-      [{ trialId: 0, groupId: 0, taskSeed: 1, opponent: "always-bet", seat: "first" }],
-      (s) => task.create({ opponent: s.opponent!, seat: s.seat! }),
-      new ScriptedPolicy(() => "I fold", tok),
-      Rng.seeded(1),
-      {
-        attempts: 1,
-        maxTurns: MAX_TURNS,
-        reflection: "none",
-        promptStyle: "compact",
-        hindsight: false,
-        sampling: SAMPLING,
-        maxBatch: 8,
-        concurrency: 1,
-      },
-    );
+    const trial = await oneRunnerTrial(() => "I fold");
     assert.deepEqual(
       [
         trial.attempts[0].turns,
@@ -262,23 +268,7 @@ describe("estimateKuhnModelPolicy", () => {
       [byInfoset["2pb"].prefix, byInfoset["2pb"].forfeit, byInfoset["2pb"].answers],
       ["sampled", 8, 0],
     );
-    const task = await loadTask("kuhn");
-    const [trial] = await runTrials(
-      [{ trialId: 0, groupId: 0, taskSeed: 1, opponent: "always-bet", seat: "first" }],
-      (s) => task.create({ opponent: s.opponent!, seat: s.seat! }),
-      new ScriptedPolicy(script, tok),
-      Rng.seeded(1),
-      {
-        attempts: 1,
-        maxTurns: MAX_TURNS,
-        reflection: "none",
-        promptStyle: "compact",
-        hindsight: false,
-        sampling: SAMPLING,
-        maxBatch: 8,
-        concurrency: 1,
-      },
-    );
+    const trial = await oneRunnerTrial(script);
     const a = trial.attempts[0];
     assert.deepEqual([a.turns, a.finished, a.forfeited, a.score], [MAX_TURNS, false, true, -1]);
   });
