@@ -11,7 +11,9 @@
  *    and its split (the worker's generate, render, logprobs and update; the protocol; the rest is
  *    the trainer's own), and the worker's peak RSS. Target: ≤ 90 s per iteration. With
  *    MAGE_BENCH_REAL_BASELINE=DIR (another built checkout, e.g. a `git worktree` of an older
- *    commit) the same iterations run through that checkout's CLI and worker too, side by side.
+ *    commit) the same iterations run through that checkout's CLI and worker too, side by side;
+ *    MAGE_BENCH_REAL_BASELINE_CONFIG names the config it reads instead of real-quickstart.yaml
+ *    (an older checkout's strict schema refuses fields added since, e.g. prefixCacheMB).
  *
  * MAGE_BENCH_REAL_MODEL: the model the iterations train (default models/smollm2-kuhn-warm when
  * present, else the base); MAGE_BENCH_REAL_ITERATIONS (default 2).
@@ -115,13 +117,14 @@ async function trainIterations(
   checkout: string,
   model: string,
   iterations: number,
+  config = join(PACKAGE_ROOT, "configs/real-quickstart.yaml"),
 ): Promise<Record<string, number>[]> {
   const out = await mkdtemp(join(tmpdir(), "mage-bench-real-"));
   const args = [
     join(checkout, "dist/cli/main.js"),
     "train",
     "--config",
-    join(PACKAGE_ROOT, "configs/real-quickstart.yaml"),
+    config,
     "--out",
     out,
     "--set",
@@ -192,7 +195,15 @@ async function iterationSection(): Promise<void> {
   printIterations("this checkout", await trainIterations(PACKAGE_ROOT, model, iterations));
   const baseline = process.env.MAGE_BENCH_REAL_BASELINE;
   if (baseline)
-    printIterations(`baseline ${baseline}`, await trainIterations(resolve(baseline), model, iterations));
+    printIterations(
+      `baseline ${baseline}`,
+      await trainIterations(
+        resolve(baseline),
+        model,
+        iterations,
+        process.env.MAGE_BENCH_REAL_BASELINE_CONFIG,
+      ),
+    );
 }
 
 export async function run(): Promise<void> {
