@@ -13,8 +13,10 @@ import { dirname, extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
+import { formatMissedTargets } from "../train/pretrain/target-text.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
 import { baseConflict } from "./base-check.js";
+import { type BaseTargets, readBaseTargets } from "./base-targets.js";
 import { pretrainDone, readFinalSummary } from "./plan-state.js";
 import {
   type ExperimentPlan,
@@ -54,7 +56,8 @@ export interface ExperimentRecord {
   methods: { method: string; config: string; set: string[]; seeds: number[] }[];
   machine: ReturnType<typeof collectRunMeta>;
   runs: RunRecord[];
-  pretrained: { dir: string; seconds: number | null }[];
+  /** Each seed's base model: its pretraining seconds and whether it met its own targets (null: no report). */
+  pretrained: { dir: string; seconds: number | null; targets: BaseTargets | null }[];
   /** This invocation's wall-clock seconds. */
   wallSeconds: number;
   /** Wall-clock seconds of every invocation of this grid so far, this one included. */
@@ -87,6 +90,16 @@ interface Job {
   started?: number;
   seconds?: number;
   child?: ReturnType<typeof spawn>;
+}
+
+/** A base that missed its own targets is used all the same; the log says so once it exists. */
+function warnMissedTargets(p: PlannedPretrain, log: (line: string) => void): void {
+  const targets = readBaseTargets(p.dir);
+  if (targets === null || targets.met) return;
+  log(
+    `warning: the base model of seed ${p.seed} missed its own targets (${formatMissedTargets(targets.missed)}); ` +
+      `the runs of seed ${p.seed} start from it anyway (${p.dir})`,
+  );
 }
 
 /** The CLI entry beside this module (main.ts under tsx, main.js once built). */
@@ -345,6 +358,10 @@ async function runLocked(
     .map((p) => baseConflict(plan, p.dir))
     .filter((c): c is string => c !== null);
   if (conflicts.length > 0) throw new UsageError(conflicts.join("\n"));
+  for (const p of plan.pretrains) {
+    if (!pretrainJobs.has(p.dir) && jobs.some((j) => j.run?.pretrainedDir === p.dir))
+      warnMissedTargets(p, log);
+  }
   const recordOf = (run: PlannedRun) => records.find((r) => r.method === run.method && r.seed === run.seed)!;
 
   const pretrainedSeconds = new Map<string, number>();
@@ -367,7 +384,11 @@ async function runLocked(
     })),
     machine,
     runs: wholeGridRuns(plan, records, previous?.runs),
-    pretrained: plan.pretrains.map((p) => ({ dir: p.dir, seconds: pretrainedSeconds.get(p.dir) ?? null })),
+    pretrained: plan.pretrains.map((p) => ({
+      dir: p.dir,
+      seconds: pretrainedSeconds.get(p.dir) ?? null,
+      targets: readBaseTargets(p.dir),
+    })),
     wallSeconds: elapsed(),
     totalWallSeconds: earlierWallSeconds + elapsed(),
   });
@@ -437,6 +458,7 @@ async function runLocked(
             job.state = "failed";
             log(`base model of seed ${job.pretrain.seed} cannot be used: ${conflict}`);
           }
+          if (job.state === "done") warnMissedTargets(job.pretrain, log);
         } else if (job.run) {
           const rec = recordOf(job.run);
           const summary = join(job.run.runDir, "summary.json");

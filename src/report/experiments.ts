@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
+import type { TargetValue } from "../train/pretrain/target-text.js";
 import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT, type LoadedSummary, parseSummaryFile } from "./load.js";
 
 /**
@@ -37,8 +38,9 @@ export interface ExperimentInfo {
   methods?: ExperimentMethod[];
   machine?: { cpu?: string; cores?: number; kernels?: string; node?: string; [k: string]: unknown };
   runs?: ExperimentRunInfo[];
-  /** Base models pretrained for the grid (one per seed), with their pretraining seconds. */
-  pretrained?: { dir?: string; seconds?: number }[];
+  /** Base models pretrained for the grid (one per seed), with their pretraining seconds and the
+   * targets of their own checks that they missed (absent in records made before 2026-11-26). */
+  pretrained?: { dir?: string; seconds?: number; missed?: TargetValue[] }[];
   /** Wall-clock seconds of the whole grid so far (of its last invocation in records made before 2026-11-23). */
   wallSeconds?: number;
 }
@@ -220,6 +222,7 @@ function toInfo(d: Record<string, unknown>): ExperimentInfo {
         {
           ...(str(o.dir) ? { dir: str(o.dir) } : {}),
           ...(finite(o.seconds) !== undefined ? { seconds: o.seconds as number } : {}),
+          ...missedTargetsOf(o.targets),
         },
       ];
     });
@@ -228,6 +231,20 @@ function toInfo(d: Record<string, unknown>): ExperimentInfo {
   const wall = finite(d.totalWallSeconds) ?? finite(d.wallSeconds);
   if (wall !== undefined) info.wallSeconds = wall;
   return info;
+}
+
+function missedTargetsOf(targets: unknown): { missed?: TargetValue[] } {
+  const missed = (targets as { missed?: unknown } | null | undefined)?.missed;
+  if (!Array.isArray(missed)) return {};
+  const out = missed.flatMap((m) => {
+    const o = (m ?? {}) as Record<string, unknown>;
+    const value = finite(o.value);
+    const threshold = finite(o.threshold);
+    return typeof o.name === "string" && value !== undefined && threshold !== undefined
+      ? [{ name: o.name, value, threshold }]
+      : [];
+  });
+  return { missed: out };
 }
 
 function loadOne(name: string, dir: string, notes: string[]): Experiment {

@@ -1,5 +1,6 @@
 import { keyFacts, kuhnCalibration } from "../evaluate/kuhn-calibration.js";
 import { trialsFromPatterns } from "../evaluate/metrics.js";
+import { formatMissedTargets } from "../train/pretrain/target-text.js";
 import type { RunSummary } from "../train/summary.js";
 import { type BootstrapEstimate, type BootstrapOptions, HierarchicalBootstrap } from "./bootstrap.js";
 import {
@@ -1054,6 +1055,15 @@ function runsTable(ctx: Ctx, e: Experiment): void {
     ),
     "",
   );
+  const missed = (e.info?.pretrained ?? []).filter((p) => (p.missed ?? []).length > 0);
+  if (missed.length > 0) {
+    ctx.out.push(
+      "Base models that missed their own pretraining targets (the grid trained from them all the same):",
+      "",
+      ...missed.map((p) => `- \`${p.dir ?? "?"}\`: ${formatMissedTargets(p.missed ?? [])}`),
+      "",
+    );
+  }
 }
 
 /** The name a grid ran under, when its results folder has since been renamed. */

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
+import { readBaseTargets } from "../../src/experiment/base-targets.js";
 import { describePlan, runState } from "../../src/experiment/plan-state.js";
 import { runExperiment } from "../../src/experiment/runner.js";
 import { planExperiment, pretrainArgs, pretrainKey, readExperiment } from "../../src/experiment/spec.js";
@@ -224,6 +225,18 @@ describe("experiment run", () => {
     assert.equal(readdirSync(join(root, "pretrained")).filter((n) => !n.endsWith(".log")).length, 2);
     const record = JSON.parse(readFileSync(join(results, "experiment.json"), "utf8"));
     assert.equal(record.format, "mage-experiment-v1");
+    // Each base's own checks are recorded, and a base that missed one is named in the log.
+    for (const p of record.pretrained as { dir: string; targets: unknown }[]) {
+      const targets = readBaseTargets(p.dir);
+      assert.ok(targets !== null, `${p.dir} has its checks`);
+      assert.deepEqual(p.targets, targets);
+      const warned = lines.some((l) => l.startsWith("warning:") && l.includes(p.dir));
+      assert.equal(warned, !targets.met, lines.join("\n"));
+    }
+    assert.ok(
+      record.pretrained.some((p: { targets: { met: boolean } }) => !p.targets.met),
+      "the smoke grid's few-step bases miss a target, so the warning is exercised",
+    );
     assert.deepEqual(
       record.runs.map((r: { status: string }) => r.status),
       ["done", "done", "done"],

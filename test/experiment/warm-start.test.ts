@@ -5,10 +5,12 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
 import { baseConflict } from "../../src/experiment/base-check.js";
+import { readBaseTargets } from "../../src/experiment/base-targets.js";
 import { describePlan } from "../../src/experiment/plan-state.js";
 import { planExperiment, pretrainArgs, readExperiment } from "../../src/experiment/spec.js";
 import { warmStartDone, warmStartKey } from "../../src/experiment/warm-start.js";
 import { hfWeightsSha256Sync } from "../../src/model/checkpoint.js";
+import { formatMissedTargets, formatTargetValue } from "../../src/train/pretrain/target-text.js";
 
 function torchConfig(root: string): string {
   const path = join(root, "real.yaml");
@@ -128,6 +130,35 @@ describe("experiment grids of real models", () => {
     assert.equal(warmStartDone(dir), false, "written before the checks: not done");
     writeFileSync(join(dir, "pretrain-report.json"), JSON.stringify({ evaluation: { targets: [] } }));
     assert.equal(warmStartDone(dir), true);
+  });
+
+  it("reads which of its own targets a base missed from its report", () => {
+    const dir = mkdtempSync(join(tmpdir(), "mage-base-targets-"));
+    assert.equal(readBaseTargets(dir), null, "no report");
+    writeFileSync(join(dir, "pretrain-report.json"), JSON.stringify({ evaluation: null }));
+    assert.equal(readBaseTargets(dir), null, "no checks yet");
+    const targets = [
+      { name: "play answers well-formed and legal", value: 0.918, threshold: 0.95, met: false },
+      { name: "first-move entropy on the empty board (bits)", value: 2.15, threshold: 1.5, met: true },
+    ];
+    writeFileSync(join(dir, "pretrain-report.json"), JSON.stringify({ evaluation: { targets } }));
+    const read = readBaseTargets(dir);
+    assert.deepEqual(read, {
+      met: false,
+      missed: [{ name: "play answers well-formed and legal", value: 0.918, threshold: 0.95 }],
+    });
+    assert.equal(
+      formatMissedTargets(read!.missed),
+      "play answers well-formed and legal: 91.8% (target ≥ 95.0%)",
+    );
+    assert.equal(formatTargetValue(targets[1]), "2.15 (target ≥ 1.50)", "entropy targets read in bits");
+    writeFileSync(
+      join(dir, "pretrain-report.json"),
+      JSON.stringify({ evaluation: { targets: [{ ...targets[0], value: 0.97, met: true }] } }),
+    );
+    assert.deepEqual(readBaseTargets(dir), { met: true, missed: [] });
+    writeFileSync(join(dir, "pretrain-report.json"), "{ not json");
+    assert.equal(readBaseTargets(dir), null, "an unreadable report is no report");
   });
 
   it("refuses a warm start whose weights differ from the ones the seed's committed runs used", () => {

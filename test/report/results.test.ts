@@ -260,7 +260,20 @@ describe("results document", () => {
         { method: "mage", seed: 0, status: "done", wallSeconds: 300 },
         { method: "grpo", seed: 1, status: "pending", wallSeconds: null },
       ],
-      pretrained: [{ dir: "runs/p", seconds: 120.5 }],
+      pretrained: [
+        { dir: "runs/p", seconds: 120.5, targets: { met: true, missed: [] } },
+        {
+          dir: "runs/q",
+          seconds: 130,
+          targets: {
+            met: false,
+            missed: [
+              { name: "play answers well-formed", value: 0.91, threshold: 0.95 },
+              { name: "no value", threshold: 0.5 },
+            ],
+          },
+        },
+      ],
       wallSeconds: 900,
       totalWallSeconds: 4200,
     });
@@ -310,6 +323,17 @@ describe("results document", () => {
     assert.equal(e.info?.runs?.length, 2);
     assert.equal(e.info?.runs?.[1].wallSeconds, undefined, "null wall-clock is dropped");
     assert.equal(e.info?.wallSeconds, 4200, "the grid's time over all its invocations");
+    assert.deepEqual(
+      e.info?.pretrained?.map((p) => p.missed),
+      [[], [{ name: "play answers well-formed", value: 0.91, threshold: 0.95 }]],
+      "a missed target without a value is dropped",
+    );
+    const md = buildResults([e], { plotsLink: "." }).markdown;
+    assert.match(
+      md,
+      /missed their own pretraining targets[^\n]*\n\n- `runs\/q`: play answers well-formed: 91\.0% \(target ≥ 95\.0%\)\n/,
+    );
+    assert.ok(!md.includes("`runs/p`:"), "a base that met its targets is not listed");
     assert.deepEqual(
       e.diversity.map((d) => [d.label, d.seed, d.meanEntropyBits]),
       [

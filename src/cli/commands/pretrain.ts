@@ -12,6 +12,7 @@ import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import type { PretrainEvaluation } from "../../train/pretrain/evaluate.js";
 import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
+import { formatTargetValue } from "../../train/pretrain/target-text.js";
 import {
   runTorchPretrain,
   TORCH_DTYPES,
@@ -95,11 +96,7 @@ function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
   const lines = [
     `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid  [${(evalMs / 1000).toFixed(1)} s]`,
   ];
-  for (const t of e.targets) {
-    const v = t.name.includes("bits") ? t.value.toFixed(2) : pct(t.value);
-    const th = t.name.includes("bits") ? t.threshold.toFixed(2) : pct(t.threshold);
-    lines.push(`    ${t.met ? "ok  " : "MISS"} ${t.name}: ${v} (target ≥ ${th})`);
-  }
+  for (const t of e.targets) lines.push(`    ${t.met ? "ok  " : "MISS"} ${t.name}: ${formatTargetValue(t)}`);
   const sampled = Object.entries(e.entropy.sampledBySeat)
     .map(([seat, b]) => `${seat} ${b.toFixed(2)}`)
     .join(", ");

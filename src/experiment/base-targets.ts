@@ -1,0 +1,40 @@
+/**
+ * Whether a grid's base model met its own pretraining or warm-start targets, read from the
+ * `pretrain-report.json` that `mage pretrain` writes beside it. A grid does not stop on a missed
+ * check (a base slightly under a target can still be trained, and a grid in flight should not lose
+ * a seed to it), but it says so in its log, in experiment.json and in `mage report`.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { REPORT_FILE } from "../train/pretrain/run.js";
+import type { TargetValue } from "../train/pretrain/target-text.js";
+
+export interface BaseTargets {
+  met: boolean;
+  missed: TargetValue[];
+}
+
+function isFiniteNumber(x: unknown): x is number {
+  return typeof x === "number" && Number.isFinite(x);
+}
+
+/** The targets of the base in `dir`, or null when it has no report or the report holds no targets. */
+export function readBaseTargets(dir: string): BaseTargets | null {
+  const file = join(dir, REPORT_FILE);
+  if (!existsSync(file)) return null;
+  let report: unknown;
+  try {
+    report = JSON.parse(readFileSync(file, "utf8"));
+  } catch {
+    return null;
+  }
+  const targets = (report as { evaluation?: { targets?: unknown } } | null)?.evaluation?.targets;
+  if (!Array.isArray(targets)) return null;
+  const missed: TargetValue[] = [];
+  for (const t of targets as Record<string, unknown>[]) {
+    if (t?.met !== false || typeof t.name !== "string") continue;
+    if (!isFiniteNumber(t.value) || !isFiniteNumber(t.threshold)) continue;
+    missed.push({ name: t.name, value: t.value, threshold: t.threshold });
+  }
+  return { met: missed.length === 0, missed };
+}
