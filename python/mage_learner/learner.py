@@ -98,15 +98,32 @@ def score(
     head is replaced by `ChunkedScoring`, which receives the final (post-norm) hidden states and
     returns the scores instead of logits. Inside the forward, so that FSDP has the head's weights
     unsharded and re-unshards them for the backward (the scores are the root's output)."""
+    rows = scored_rows(model, seqs, device, None, chunk_logits)
+    return rows[0], rows[1]
+
+
+def score_alternatives(
+    model: torch.nn.Module, seqs: list[B.Sequence], device: torch.device, alternatives: torch.Tensor, *, chunk_logits: int = HEAD_CHUNK_LOGITS
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`score`, plus the log-prob of other tokens at the same positions: `alternatives` is (N, K)
+    token ids, one row per scored token (−1: none); the third result is (N, K), 0 where −1."""
+    rows = scored_rows(model, seqs, device, alternatives, chunk_logits)
+    return rows[0], rows[1], rows[2:].T
+
+
+def scored_rows(
+    model: torch.nn.Module, seqs: list[B.Sequence], device: torch.device, alternatives: torch.Tensor | None, chunk_logits: int
+) -> torch.Tensor:
     p = B.pad(seqs, device)
     head = output_head(model)
-    scoring = ChunkedScoring(head.forward, p.scored, p.ids[:, 1:][p.scored], chunk_logits)
+    scoring = ChunkedScoring(head.forward, p.scored, p.ids[:, 1:][p.scored], chunk_logits, alternatives)
     with forward_replaced(head, scoring):
         out = model(input_ids=p.ids, attention_mask=p.attention, use_cache=False)
     if scoring.result is None or out.logits is not scoring.result:
         name = type(unwrap(model)).__name__
         raise usage(f"{name} does not return its output head's output as its logits (it transforms them after the head), which the worker's scoring cannot reproduce", "model.torch.path")
-    return out.logits[0], out.logits[1]
+    result: torch.Tensor = out.logits
+    return result
 
 
 def output_head(model: torch.nn.Module) -> torch.nn.Module:
@@ -138,13 +155,24 @@ def forward_replaced(module: torch.nn.Module, forward: Callable[..., Any]) -> It
 class ChunkedScoring:
     """Stands in for an output head for one forward: from the hidden states (B, T, H) it returns
     the log-prob of each scored token and the entropy at its position, stacked (2, N) in float32,
-    applying the real head to `chunk_logits` logits' worth of scored positions at a time."""
+    applying the real head to `chunk_logits` logits' worth of scored positions at a time. With
+    `alternatives` (N, K), K more rows: the log-prob of those tokens at the same positions."""
 
-    def __init__(self, head: Callable[[torch.Tensor], torch.Tensor], scored: torch.Tensor, targets: torch.Tensor, chunk_logits: int) -> None:
+    def __init__(
+        self,
+        head: Callable[[torch.Tensor], torch.Tensor],
+        scored: torch.Tensor,
+        targets: torch.Tensor,
+        chunk_logits: int,
+        alternatives: torch.Tensor | None = None,
+    ) -> None:
         self.head = head
         self.scored = scored  # (B, T-1): position t predicts token t+1
         self.targets = targets
         self.chunk_logits = chunk_logits
+        if alternatives is not None and alternatives.shape[0] != targets.shape[0]:
+            raise protocol(f"{alternatives.shape[0]} rows of alternative tokens for {targets.shape[0]} scored tokens")
+        self.alternatives = alternatives
         self.result: torch.Tensor | None = None
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -152,11 +180,17 @@ class ChunkedScoring:
             raise usage("the model calls its output head other than once over every position; scoring cannot replace it", "model.torch.path")
         picked = hidden[:, :-1][self.scored]
         rows = max(1, self.chunk_logits // self._vocab_size(picked))
-        parts = [chunk_scores(self.head, picked[i : i + rows], self.targets[i : i + rows]) for i in range(0, len(self.targets), rows)]
+        k = 0 if self.alternatives is None else self.alternatives.shape[1]
+        parts = [
+            chunk_scores(self.head, picked[i : i + rows], self.targets[i : i + rows], None if self.alternatives is None else self.alternatives[i : i + rows])
+            for i in range(0, len(self.targets), rows)
+        ]
         if not parts:
-            self.result = torch.zeros((2, 0), dtype=torch.float32, device=hidden.device)
+            self.result = torch.zeros((2 + k, 0), dtype=torch.float32, device=hidden.device)
         else:
-            self.result = torch.stack([torch.cat([lp for lp, _ in parts]), torch.cat([ent for _, ent in parts])])
+            main = torch.stack([torch.cat([lp for lp, _, _ in parts]), torch.cat([ent for _, ent, _ in parts])])
+            alts = [alt for _, _, alt in parts if alt is not None]
+            self.result = main if k == 0 else torch.cat([main, torch.cat(alts).T])
         return self.result
 
     def _vocab_size(self, picked: torch.Tensor) -> int:
@@ -166,21 +200,29 @@ class ChunkedScoring:
             return int(self.head(picked[:1]).shape[-1])
 
 
-def chunk_scores(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def chunk_scores(
+    head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor, alternatives: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`head_scores` of one chunk; under autograd recomputed in the backward pass, so that only one
     chunk's logits (and their gradient) exist at a time instead of every chunk's."""
     if not torch.is_grad_enabled():
-        return head_scores(head, hidden, targets)
-    out = checkpoint(head_scores, head, hidden, targets, use_reentrant=False)
-    return out[0], out[1]
+        return head_scores(head, hidden, targets, alternatives)
+    out = checkpoint(head_scores, head, hidden, targets, alternatives, use_reentrant=False)
+    return out[0], out[1], out[2]
 
 
-def head_scores(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-prob of each target and entropy of each row's next-token distribution, in float32."""
+def head_scores(
+    head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor, alternatives: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Log-prob of each target and entropy of each row's next-token distribution, in float32; with
+    `alternatives` (rows, K), the log-prob of those tokens too (0 where the id is −1)."""
     lsm = torch.log_softmax(head(hidden).float(), dim=-1)
     logp = lsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = -(lsm.exp() * lsm).sum(-1)
-    return logp, entropy
+    if alternatives is None:
+        return logp, entropy, None
+    alt = lsm.gather(-1, alternatives.clamp(min=0)).masked_fill(alternatives < 0, 0.0)
+    return logp, entropy, alt
 
 
 @dataclass

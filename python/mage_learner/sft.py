@@ -4,7 +4,9 @@ model; ops `sft` and `export` in docs/learner-protocol.md).
 `sft` is one optimizer step on a weighted cross-entropy: Σ w·(−log p) / Σ w over the scored tokens
 of the whole request, accumulated over micro-batches (each micro-batch's share is divided by the
 request's total weight, so the accumulated gradient is the whole request's), then the same global
-clip, non-finite skip and AdamW step as `Learner.update`.
+clip, non-finite skip and AdamW step as `Learner.update`. With `unlikelihood` α > 0 and unlikely
+tokens (tokens that must not be written at a scored position, e.g. the digit of a taken TicTacToe
+cell), α · Σ −log(1 − q) / Σ w is added, q the probability of each unlikely token there.
 
 `export` writes the current policy as a plain Hugging Face directory that `model.torch.path`
 accepts: with LoRA, the adapter merged into a float32 copy of the base (the worker's own model,
@@ -26,7 +28,7 @@ import torch
 from . import batch as B
 from .errors import protocol, usage
 from .frames import Array
-from .learner import Learner, score
+from .learner import Learner, score, score_alternatives
 
 Reply = tuple[dict[str, Any], dict[str, Array]]
 
@@ -41,6 +43,37 @@ def token_weights(arrays: dict[str, Array], n_scored: int) -> Array:
     if not (np.isfinite(w).all() and (w >= 0).all()):
         raise usage("sft weights must be finite and ≥ 0", "weights")
     return w
+
+
+# q is clamped below 1 so that −log(1 − q) stays finite (at most ≈ 13.8).
+MAX_UNLIKELY_PROB = 1 - 1e-6
+
+
+def unlikely_tokens(req: dict[str, Any], arrays: dict[str, Array], n_scored: int) -> tuple[float, Array | None]:
+    """The unlikelihood weight α (`unlikelihood`, default 0) and the unlikely tokens as an
+    (n_scored, K) int64 table, −1 padded, from `unlikely_index` (i32, the scored token's index in
+    request order) and `unlikely_token` (i32); None when α is 0 or no token is given."""
+    alpha = req.get("unlikelihood", 0)
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not (np.isfinite(alpha) and alpha >= 0):
+        raise usage(f"unlikelihood must be a number ≥ 0, got {alpha!r}", "unlikelihood")
+    has = "unlikely_index" in arrays or "unlikely_token" in arrays
+    if not has or alpha == 0:
+        return float(alpha), None
+    index = B.need(arrays, "unlikely_index", "i32").astype(np.int64)
+    token = B.need(arrays, "unlikely_token", "i32").astype(np.int64)
+    if index.size != token.size:
+        raise protocol(f"`unlikely_index` has {index.size} values but `unlikely_token` {token.size}")
+    if index.size == 0:
+        return float(alpha), None
+    if index.min() < 0 or index.max() >= n_scored or token.min() < 0:
+        raise protocol(f"unlikely tokens must name scored tokens 0..{n_scored - 1} and token ids ≥ 0")
+    counts = np.bincount(index, minlength=n_scored)
+    table = np.full((n_scored, int(counts.max())), -1, np.int64)
+    slot = np.zeros(n_scored, np.int64)
+    for i, t in zip(index.tolist(), token.tolist(), strict=True):
+        table[i, slot[i]] = t
+        slot[i] += 1
+    return float(alpha), table
 
 
 def learning_rate(req: dict[str, Any], default: float) -> float:
@@ -81,6 +114,20 @@ def weighted_nll_sum(learner: Learner, group: list[B.Sequence], weights: Array, 
     return -(w * logp.double()).sum() / total_weight
 
 
+def unlikelihood_sum(
+    learner: Learner, group: list[B.Sequence], weights: Array, total_weight: float, table: Array, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """The group's weighted NLL as `weighted_nll_sum`, its unlikelihood term α · Σ −log(1 − q) /
+    Σ w (one forward for both), and the summed probability q of its unlikely tokens."""
+    rows = torch.from_numpy(B.gather_tokens(table, group)).to(learner.device)
+    logp, _, alt = score_alternatives(learner.model, group, learner.device, rows)
+    w = torch.from_numpy(B.gather_tokens(weights, group)).to(logp.device)
+    nll = -(w * logp.double()).sum() / total_weight
+    q = alt.double().exp().masked_fill(rows < 0, 0.0)
+    ul = -torch.log1p(-q.clamp(max=MAX_UNLIKELY_PROB)).sum() * alpha / total_weight
+    return nll, ul, float(q.detach().sum())
+
+
 def sft(learner: Learner, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
     t0 = time.perf_counter()
     seqs = B.split_sequences(arrays)
@@ -93,25 +140,35 @@ def sft(learner: Learner, req: dict[str, Any], arrays: dict[str, Array]) -> Repl
     if budget is not None:
         budget = B.as_int(budget, "microBatchTokens", 1)
     lr = learning_rate(req, learner.spec.lr)
+    alpha, table = unlikely_tokens(req, arrays, n_scored)
     dist = learner.dist
     groups = B.micro_batches(seqs[dist.rank :: dist.world], budget)
     rounds = dist.max_int(len(groups))
     learner.model.train()
     learner.optimizer.zero_grad(set_to_none=True)
-    loss_sum = 0.0
+    loss_sum = ul_sum = q_sum = 0.0
     for i in range(rounds):
         if i >= len(groups) or sum(s.scored for s in groups[i]) == 0:
             learner._dummy_forward(learner.model, backward=True)  # FSDP: every rank joins every pass
             continue
-        loss = weighted_nll_sum(learner, groups[i], weights, total_weight)
+        if table is None:
+            loss = weighted_nll_sum(learner, groups[i], weights, total_weight)
+            ul = torch.zeros((), dtype=torch.float64)
+        else:
+            loss, ul, q = unlikelihood_sum(learner, groups[i], weights, total_weight, table, alpha)
+            q_sum += q
         # FSDP averages gradients over ranks; the loss is a sum over ranks, so scale by world.
-        torch.autograd.backward(loss * dist.world)
+        torch.autograd.backward((loss + ul.to(loss.device)) * dist.world)
         loss_sum += float(loss.detach())
+        ul_sum += float(ul.detach())
     learner.model.eval()
-    loss_sum = dist.sum_floats([loss_sum])[0]
+    loss_sum, ul_sum, q_sum = dist.sum_floats([loss_sum, ul_sum, q_sum])
     norm, clipped, skipped = apply_gradients(learner, lr)
     return {
         "loss": loss_sum,
+        "unlikelihood": ul_sum,
+        "unlikelyTokens": 0 if table is None else int((table >= 0).sum()),
+        "unlikelyMass": q_sum,
         "gradNorm": norm if np.isfinite(norm) else None,
         "clipped": clipped,
         "skipped": skipped,

@@ -177,3 +177,86 @@ def test_export_of_full_fine_tuning_reloads_exactly(llama_dir: Path, tmp_path: P
     assert h["merged"] is False
     _, again = call(loaded_worker(tmp_path / "full"), "logprobs", probe)
     np.testing.assert_allclose(again["logp"], trained["logp"], rtol=0, atol=1e-5)
+
+
+def unlikely(b: dict[str, Array], seed: int, per_token: int = 2, every: int = 3) -> tuple[Array, Array]:
+    """Unlikely tokens for every `every`-th scored token: `per_token` ids other than the target."""
+    scored = int(b["loss_mask"].sum())
+    targets = np.concatenate([s.ids[s.mask.astype(bool)] for s in split_sequences(b)])
+    rng = np.random.default_rng(seed)
+    index: list[int] = []
+    token: list[int] = []
+    for i in range(0, scored, every):
+        picks = [int(t) for t in rng.choice(300, per_token + 1, replace=False) if int(t) != int(targets[i])][:per_token]
+        index += [i] * len(picks)
+        token += picks
+    return np.asarray(index, np.int32), np.asarray(token, np.int32)
+
+
+def direct_unlikelihood(w: Worker, b: dict[str, Array], index: Array, token: Array, alpha: float) -> tuple[float, dict[str, torch.Tensor], float]:
+    """Σ w·(−log p)/Σ w + α Σ −log(1 − q)/Σ w from full log-softmax rows, with its gradient and Σ q."""
+    assert w.loaded is not None
+    model = w.loaded.model
+    model.zero_grad(set_to_none=True)
+    seqs = split_sequences(b)
+    rows = []
+    for s in seqs:
+        logits = model(input_ids=torch.from_numpy(s.ids.astype(np.int64))[None]).logits[0, :-1].float()
+        rows.append(torch.log_softmax(logits, -1)[torch.from_numpy(s.mask[1:].astype(bool))])
+    lsm = torch.cat(rows)
+    targets = torch.from_numpy(np.concatenate([s.ids[s.mask.astype(bool)] for s in seqs]).astype(np.int64))
+    wt = torch.from_numpy(b["weights"].astype(np.float64))
+    nll = -(wt * lsm.gather(-1, targets[:, None])[:, 0].double()).sum() / wt.sum()
+    q = lsm[torch.from_numpy(index.astype(np.int64)), torch.from_numpy(token.astype(np.int64))].double().exp()
+    loss = nll + alpha * -torch.log1p(-q).sum() / wt.sum()
+    loss.backward()  # type: ignore[no-untyped-call]
+    grads = {n: p.grad.detach().double().clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return float(nll.detach()), grads, float(q.detach().sum())
+
+
+def test_unlikelihood_equals_a_direct_computation_and_lowers_the_unlikely_tokens(llama_dir: Path) -> None:
+    b = sft_batch(5, n=4)
+    index, token = unlikely(b, 7)
+    alpha = 2.0
+    nll, grads, q = direct_unlikelihood(loaded_worker(llama_dir), b, index, token, alpha)
+    arrays = {**b, "unlikely_index": index, "unlikely_token": token}
+    for budget in (None, 12):
+        w = loaded_worker(llama_dir, optimizer=NO_CLIP)
+        seen = capture_grads(w)
+        fields: dict[str, Any] = {"lr": 1e-3, "unlikelihood": alpha}
+        if budget is not None:
+            fields["microBatchTokens"] = budget
+        h, _ = call(w, "sft", arrays, **fields)
+        assert h["loss"] == pytest.approx(nll, rel=1e-6)  # `loss` stays the weighted NLL
+        assert h["unlikelyTokens"] == len(token) and h["unlikelyMass"] == pytest.approx(q, rel=1e-5)
+        assert h["unlikelihood"] > 0
+        got = seen[0]
+        scale = max(float(g.abs().max()) for g in grads.values())
+        assert max(float(np.abs(got[k] - grads[k].numpy()).max()) for k in got) / scale < 1e-5
+    # α = 0 is plain sft, bit for bit; a few steps with α > 0 push the unlikely tokens down.
+    h0, _ = call(loaded_worker(llama_dir), "sft", arrays, lr=0.0, unlikelihood=0)
+    assert h0["loss"] == call(loaded_worker(llama_dir), "sft", b, lr=0.0)[0]["loss"] and h0["unlikelyTokens"] == 0
+    plain, pushed = loaded_worker(llama_dir, optimizer=NO_CLIP), loaded_worker(llama_dir, optimizer=NO_CLIP)
+    for _ in range(3):
+        kept = call(plain, "sft", arrays, unlikelihood=1e-9)[0]["unlikelyMass"]
+        lowered = call(pushed, "sft", arrays, unlikelihood=300.0)[0]["unlikelyMass"]
+    assert lowered < 0.8 * kept, (lowered, kept)  # measured before each step: two steps apart
+
+
+def i32(xs: list[int]) -> Array:
+    return np.asarray(xs, np.int32)
+
+
+def test_unlikely_tokens_are_checked(llama_dir: Path) -> None:
+    b = sft_batch(6, n=2)
+    scored = int(b["loss_mask"].sum())
+    for bad, match in [
+        ({"unlikely_index": i32([0, 1]), "unlikely_token": i32([5])}, "unlikely_index"),
+        ({"unlikely_index": i32([scored]), "unlikely_token": i32([5])}, "scored tokens"),
+        ({"unlikely_index": i32([0]), "unlikely_token": i32([-2])}, "token ids"),
+    ]:
+        with pytest.raises(Failed, match=match):
+            call(loaded_worker(llama_dir), "sft", {**b, **bad}, lr=0.0, unlikelihood=1.0)
+    with pytest.raises(Failed, match="unlikelihood"):
+        call(loaded_worker(llama_dir), "sft", b, lr=0.0, unlikelihood=-1)

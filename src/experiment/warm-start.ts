@@ -27,6 +27,7 @@ export const WarmStartSchema = z
     lr: z.number().positive(),
     actionWeight: z.number().positive(),
     tacticalRate: z.number().min(0).max(1),
+    unlikelihood: z.number().min(0),
     loraRank: z.number().int().min(0),
     dtype: z.enum(TORCH_DTYPES),
     device: z.string().min(1),
@@ -41,6 +42,12 @@ export type WarmStart = z.infer<typeof WarmStartSchema>;
 /** Bumped when the warm start's recipe changes in a way that changes its weights. */
 export const TORCH_WARM_START_RECIPE = 1;
 
+/**
+ * Settings added after grids were keyed, left out of the key while off, so that the bases of
+ * those grids keep their directory names.
+ */
+const OFF_WHEN_ZERO = { unlikelihood: true } as const;
+
 /** How the process runs, not what it learns: left out of the key. */
 const RUNTIME_ONLY: ReadonlySet<string> = new Set(["threads", "prefixCacheMB", "device"]);
 
@@ -53,6 +60,7 @@ const FLAGS: Record<keyof WarmStart, string> = {
   lr: "--lr",
   actionWeight: "--action-weight",
   tacticalRate: "--tactical-rate",
+  unlikelihood: "--unlikelihood",
   loraRank: "--lora-rank",
   dtype: "--dtype",
   device: "--device",
@@ -68,7 +76,7 @@ export function warmStartKey(config: MageConfig, warm: WarmStart): string {
   const resolved: Partial<TorchPretrainSettings> = { ...TORCH_PRETRAIN_DEFAULTS[game], ...warm };
   const settings = Object.fromEntries(
     Object.entries(resolved)
-      .filter(([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k))
+      .filter(([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k) && !(k in OFF_WHEN_ZERO && v === 0))
       .sort(([a], [b]) => a.localeCompare(b)),
   );
   const hash = createHash("sha256")

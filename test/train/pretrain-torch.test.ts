@@ -168,4 +168,24 @@ describe("mage pretrain --backend torch", () => {
       await learner.close();
     }
   });
+  it("adds the unlikelihood term on TicTacToe's taken cells when asked", { skip: NO_WORKER }, async () => {
+    const root = await tempDir();
+    const base = join(root, "base");
+    await saveTinyHf(base, { seed: 4, contextLength: 4096 });
+    const warm = (out: string, alpha: string) =>
+      runCommand(
+        ["--game", "tictactoe", "--backend", "torch", "--model", base, "--out", join(root, out)]
+          .concat(["--steps", "2", "--lora-rank", "4", "--corpus-trials", "6", "--batch-tokens", "4000"])
+          .concat(["--eval-trials", "1", `--unlikelihood=${alpha}`, "--json"]),
+      ).then((printed) => JSON.parse(printed) as TorchPretrainReport);
+    const plain = await warm("plain", "0");
+    const pushed = await warm("pushed", "3");
+    assert.equal(plain.unlikely, null);
+    assert.equal(pushed.settings.unlikelihood, 3);
+    assert.ok(pushed.unlikely && pushed.unlikely.tokens > 0, JSON.stringify(pushed.unlikely));
+    assert.ok(pushed.unlikely.meanQFirst > 0 && pushed.unlikely.meanQFirst < 1);
+    // The same corpus and batches: the first step's NLL is the same, the term comes on top.
+    assert.equal(pushed.sft.curve[0][1], plain.sft.curve[0][1]);
+    await assert.rejects(warm("bad", "-1"), /--unlikelihood must be a number ≥ 0/);
+  });
 });

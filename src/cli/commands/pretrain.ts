@@ -25,9 +25,10 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
+  "  --unlikelihood: TicTacToe, weight of a term that pushes down the tokens of taken cells' answers (0: plain SFT)\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
@@ -41,6 +42,14 @@ function numberFlag(name: string, v: string | undefined): number | undefined {
   const n = Number(v);
   if (v.trim() === "" || !Number.isFinite(n) || n <= 0)
     throw new UsageError(`--${name} must be a number > 0, got "${v}"`);
+  return n;
+}
+
+function weightFlag(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n < 0)
+    throw new UsageError(`--${name} must be a number ≥ 0, got "${v}"`);
   return n;
 }
 
@@ -76,6 +85,7 @@ const TORCH_ONLY_FLAGS = [
   "micro-batch-tokens",
   "threads",
   "prefix-cache-mb",
+  "unlikelihood",
 ];
 
 /** A UsageError when a flag of the other backend is given. */
@@ -118,6 +128,10 @@ export function formatTorchPretrainReport(r: TorchPretrainReport): string {
     `  corpus   ${r.corpus.trials} trials, ${r.corpus.tokens} tokens in the model's template (${r.corpus.scoredTokens} scored), ${r.corpus.playResponses} play answers (${r.corpus.malformed} malformed), ${r.corpus.reflections} reflections  [${sec(t.corpusMs + t.renderMs)}]`,
     `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [load ${sec(t.loadMs)}, sft ${sec(t.sftMs)}, export ${sec(t.saveMs)}]`,
   ];
+  if (r.unlikely)
+    lines.push(
+      `  unlikely ${r.unlikely.tokens} tokens of taken cells' answers (α ${r.settings.unlikelihood}): mean probability ${pct(r.unlikely.meanQFirst)} at the first step, ${pct(r.unlikely.meanQLast)} at the last`,
+    );
   if (r.evaluation) lines.push(...formatChecks(r.evaluation, t.evalMs));
   lines.push(
     `  wrote    ${r.out} (${r.export.merged ? "LoRA merged, " : ""}float32, ${REPORT_FILE})  total ${sec(t.totalMs)} wall`,
@@ -183,6 +197,7 @@ export const command: Command = {
           "micro-batch-tokens": { type: "string" },
           threads: { type: "string" },
           "prefix-cache-mb": { type: "string" },
+          unlikelihood: { type: "string" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -255,6 +270,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     microBatchTokens: intFlag("micro-batch-tokens", str("micro-batch-tokens"), { min: 1 }),
     actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
     tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
+    unlikelihood: weightFlag("unlikelihood", str("unlikelihood")),
     dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
     device: str("device"),
     threads: intFlag("threads", str("threads"), { min: 0 }),

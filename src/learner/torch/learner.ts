@@ -57,7 +57,13 @@ export interface TorchModelInfo {
 
 /** The reply of one `sft` step. */
 export interface TorchSftResult {
+  /** The weighted NLL (without the unlikelihood term). */
   loss: number;
+  /** α · Σ −log(1 − q) / Σ w, 0 without unlikely tokens. */
+  unlikelihood: number;
+  /** The unlikely tokens of the step and their summed probability q before it. */
+  unlikelyTokens: number;
+  unlikelyMass: number;
   gradNorm: number;
   clipped: boolean;
   skipped: boolean;
@@ -326,21 +332,39 @@ export class TorchLearner implements TrainLearner {
    */
   async sft(
     batch: Batch,
-    opts: { lr: number; microBatchTokens: number; weights?: Float32Array },
+    opts: {
+      lr: number;
+      microBatchTokens: number;
+      weights?: Float32Array;
+      /** α and the (scored-token index, token id) pairs of the unlikelihood term. */
+      unlikelihood?: number;
+      unlikely?: { index: Int32Array; token: Int32Array };
+    },
   ): Promise<TorchSftResult> {
     const n = scoredCount(batch);
     if (opts.weights && opts.weights.length !== n)
       throw new Error(`sft: ${n} scored tokens but ${opts.weights.length} weights`);
-    const arrays = { ...batchArrays(batch), ...(opts.weights ? { weights: opts.weights } : {}) };
+    const arrays = {
+      ...batchArrays(batch),
+      ...(opts.weights ? { weights: opts.weights } : {}),
+      ...(opts.unlikely ? { unlikely_index: opts.unlikely.index, unlikely_token: opts.unlikely.token } : {}),
+    };
     const reply = await this.worker.request(
       "sft",
-      { lr: opts.lr, microBatchTokens: opts.microBatchTokens },
+      {
+        lr: opts.lr,
+        microBatchTokens: opts.microBatchTokens,
+        ...(opts.unlikelihood !== undefined ? { unlikelihood: opts.unlikelihood } : {}),
+      },
       arrays,
     );
     const h = reply.header;
     this.step = num(h.step);
     return {
       loss: num(h.loss),
+      unlikelihood: typeof h.unlikelihood === "number" ? h.unlikelihood : 0,
+      unlikelyTokens: typeof h.unlikelyTokens === "number" ? h.unlikelyTokens : 0,
+      unlikelyMass: typeof h.unlikelyMass === "number" ? h.unlikelyMass : 0,
       gradNorm: num(h.gradNorm),
       clipped: h.clipped === true,
       skipped: h.skipped === true,

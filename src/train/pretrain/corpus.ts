@@ -113,6 +113,25 @@ export interface CorpusOptions {
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 
+/**
+ * The play answers of a decision, legal and not, written as the scripted player writes them
+ * (`<action>(2, 3)</action>`), for games with a small answer set (TicTacToe: the illegal ones are
+ * the taken cells); null for the others, and for decisions without an illegal answer.
+ * `messages` ends with the prompt of the decision.
+ */
+export function answerChoices(
+  game: PretrainGame,
+  messages: readonly ChatMessage[],
+): { legal: string[]; illegal: string[] } | null {
+  const player = PLAYERS[game];
+  if (!player.answerSet) return null;
+  const legal = new Set(player.legal(messages));
+  const illegal = player.answerSet.filter((a) => !legal.has(a));
+  if (illegal.length === 0) return null;
+  const tag = (a: string) => `<action>${a}</action>`;
+  return { legal: [...legal].map(tag), illegal: illegal.map(tag) };
+}
+
 /** The game name, or a UsageError listing the valid ones. */
 export function checkPretrainGame(game: string): PretrainGame {
   return expectChoice("game", game, PRETRAIN_GAMES);
@@ -210,6 +229,8 @@ interface GamePlayer {
   skilled?(messages: readonly ChatMessage[], rng: Rng, epsilon: number, heed: boolean): string | null;
   /** Whether `skilled` can heed reflections (the games that can say what a reflection warns of). */
   heedsReflections?: boolean;
+  /** Every tag content a play answer could name, legal or not, where that set is small (TicTacToe's cells). */
+  answerSet?: readonly string[];
 }
 
 function playerBehaviour(
@@ -329,7 +350,10 @@ function cellsWhere(board: string[][], mark: (m: string) => boolean): string[] {
   return out;
 }
 
+const TICTACTOE_ANSWERS = [1, 2, 3].flatMap((r) => [1, 2, 3].map((c) => `(${r}, ${c})`));
+
 const tictactoePlayer: GamePlayer = {
+  answerSet: TICTACTOE_ANSWERS,
   legal(messages) {
     const board = tictactoeBoard(lastUserMessage(messages));
     if (!board) throw new Error("scripted TicTacToe player: no board in the prompt");

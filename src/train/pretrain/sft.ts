@@ -28,6 +28,13 @@ export interface SftExample {
   mask: Uint8Array;
   /** Scored tokens in `mask`. */
   scored: number;
+  /** Token index → token ids that must not be written there (`unlikely.ts`; torch warm start only). */
+  unlikely?: ReadonlyMap<number, readonly number[]>;
+}
+
+/** A batch of whole examples, with each sequence's unlikely tokens. */
+export interface SftBatch extends Batch {
+  unlikely: (ReadonlyMap<number, readonly number[]> | undefined)[];
 }
 
 export interface EncodeOptions {
@@ -147,9 +154,10 @@ export class BatchStream {
     return this.order[this.pos++];
   }
 
-  next(): Batch {
+  next(): SftBatch {
     const sequences: Int32Array[] = [];
     const lossMask: Uint8Array[] = [];
+    const unlikely: SftBatch["unlikely"] = [];
     let tokens = 0;
     while (sequences.length === 0 || tokens < this.batchTokens) {
       const i = this.nextIndex();
@@ -160,9 +168,10 @@ export class BatchStream {
       }
       sequences.push(e.ids);
       lossMask.push(e.mask);
+      unlikely.push(e.unlikely);
       tokens += e.ids.length;
     }
-    return { sequences, lossMask };
+    return { sequences, lossMask, unlikely };
   }
 }
 

@@ -29,7 +29,8 @@ import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } fro
 import { corpusWinText, REPORT_FILE } from "./run.js";
 import { type SftExample, type SftSummary, summarizeSft } from "./sft.js";
 import { torchAnswerScorer } from "./torch-checks.js";
-import { encodeWithTemplate, runTorchSft } from "./torch-sft.js";
+import { encodeWithTemplate, runTorchSft, templateTokenizer } from "./torch-sft.js";
+import { cachedTokenizer } from "./unlikely.js";
 
 export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe"] as const;
 export type TorchPretrainGame = (typeof TORCH_PRETRAIN_GAMES)[number];
@@ -66,6 +67,11 @@ export interface TorchPretrainSettings {
   malformedRate: number;
   /** Loss weight of the tokens of well-formed play answers (remarks weigh 1). */
   actionWeight: number;
+  /**
+   * Weight α of the unlikelihood term: at each TicTacToe play answer, −log(1 − q) for every token
+   * that would start a taken cell's answer (`unlikely.ts`); 0: plain SFT. No effect on Kuhn.
+   */
+  unlikelihood: number;
   /** TicTacToe corpus player: share of moves that take a one-move win, else block (0: random). */
   tacticalRate: number;
   /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
@@ -112,6 +118,7 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     corpusTrials: 200,
     evalTrials: 200,
     actionWeight: 1,
+    unlikelihood: 0,
   },
   // 60 checks, as the embedded TicTacToe default: a trial costs ~10 samples of up to 600-token
   // prompts, and 200 would take 30 of the 20 minutes alone (docs/design.md).
@@ -123,6 +130,7 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     corpusTrials: 200,
     evalTrials: 60,
     actionWeight: 4,
+    unlikelihood: 0,
   },
 };
 
@@ -185,6 +193,11 @@ export interface TorchPretrainReport {
   export: { format: "hf"; merged: boolean; dtype: "float32" };
   corpus: CorpusStats & { tokens: number; scoredTokens: number; meanTokens: number; maxTokens: number };
   sft: SftSummary;
+  /**
+   * With `unlikelihood` > 0: the unlikely tokens of the corpus, and the mean probability of the
+   * first and last steps' unlikely tokens before each step; null without.
+   */
+  unlikely: { tokens: number; meanQFirst: number; meanQLast: number } | null;
   evaluation: PretrainEvaluation | null;
   /** Every target met (false when the checks were skipped). */
   targetsMet: boolean;
@@ -227,6 +240,8 @@ export function resolveTorchSettings(
     throw new UsageError(`--lora-rank must be an integer ≥ 0 (0: full fine-tuning), got ${s.loraRank}`);
   if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
     throw new UsageError(`warmupSteps must be an integer ≥ 0, got ${s.warmupSteps}`);
+  if (!(Number.isFinite(s.unlikelihood) && s.unlikelihood >= 0))
+    throw new UsageError(`--unlikelihood must be a number ≥ 0 (0: plain SFT), got ${s.unlikelihood}`);
   checkRate("tactical-rate", s.tacticalRate);
   checkRate("malformedRate", s.malformedRate);
   checkRate("minLrRatio", s.minLrRatio);
@@ -378,16 +393,26 @@ async function openLearner(r: TorchRun, opts: TorchPretrainOptions, base: BaseMo
   return { learner, lora: torch.lora };
 }
 
+function unlikelyCount(examples: readonly SftExample[]): number {
+  let n = 0;
+  for (const e of examples) for (const ids of e.unlikely?.values() ?? []) n += ids.length;
+  return n;
+}
+
 async function renderPhase(r: TorchRun, learner: TorchLearner, trials: readonly CorpusTrial[]) {
   const t = performance.now();
   const examples = await encodeWithTemplate(learner, trials, {
     contextLength: learner.info.contextLength,
     actionWeight: r.settings.actionWeight,
+    ...(r.settings.unlikelihood > 0
+      ? { unlikely: { game: r.game, tokenize: cachedTokenizer(templateTokenizer(learner)) } }
+      : {}),
   });
   const stats = corpusReport({ trials: 0, playResponses: 0, malformed: 0, reflections: 0 }, examples);
+  const unlikely = unlikelyCount(examples);
   r.say(
     `${stats.tokens} corpus tokens in the model's chat template (mean ${Math.round(stats.meanTokens)} per trial, ` +
-      `${stats.scoredTokens} scored) (${seconds(performance.now() - t)})`,
+      `${stats.scoredTokens} scored${r.settings.unlikelihood > 0 ? `, ${unlikely} unlikely` : ""}) (${seconds(performance.now() - t)})`,
   );
   return examples;
 }
@@ -397,6 +422,7 @@ async function sftPhase(r: TorchRun, learner: TorchLearner, examples: readonly S
     ? new ProgressBar({ label: `pretrain ${r.game} (torch)`, total: r.settings.steps, stream: r.stream })
     : null;
   let tokens = 0;
+  const meanQ: number[] = [];
   const t = performance.now();
   const sft = await runTorchSft(learner, examples, {
     ...r.settings,
@@ -404,11 +430,21 @@ async function sftPhase(r: TorchRun, learner: TorchLearner, examples: readonly S
     onStep: (m, step) => {
       tokens += m.batchTokens;
       const tokPerSec = Math.round(tokens / ((performance.now() - t) / 1000));
-      bar?.update(step, { loss: m.loss, lr: m.lr, "tok/s": tokPerSec });
+      const fields: Record<string, number> = { loss: m.loss };
+      // The mean probability of an unlikely token before the step: what the term pushes down.
+      if (m.unlikelyTokens > 0) {
+        meanQ.push(m.unlikelyMass / m.unlikelyTokens);
+        fields["unlikely q"] = meanQ[meanQ.length - 1];
+      }
+      bar?.update(step, { ...fields, lr: m.lr, "tok/s": tokPerSec });
     },
   });
   bar?.finish();
-  return sft;
+  const unlikely =
+    meanQ.length > 0
+      ? { tokens: unlikelyCount(examples), meanQFirst: meanQ[0], meanQLast: meanQ[meanQ.length - 1] }
+      : null;
+  return { sft, unlikely };
 }
 
 function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvaluation> {
@@ -445,7 +481,7 @@ export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<Torc
     timings.loadMs = clock.lap();
     const examples = await renderPhase(r, learner, corpus.trials);
     timings.renderMs = clock.lap();
-    const sft = await sftPhase(r, learner, examples);
+    const { sft, unlikely } = await sftPhase(r, learner, examples);
     timings.sftMs = clock.lap();
     const exported = await learner.exportHf(r.out);
     timings.saveMs = clock.lap();
@@ -461,6 +497,7 @@ export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<Torc
       export: { format: "hf", merged: exported.merged, dtype: "float32" },
       corpus: corpusReport(corpus.stats, examples),
       sft: summarizeSft(sft),
+      unlikely,
       evaluation: null,
       targetsMet: false,
       timings,

@@ -11,49 +11,105 @@ import type { Rng } from "../../core/rng.js";
 import type { TorchLearner, TorchSftResult } from "../../learner/torch/learner.js";
 import { lrAt } from "../../model/schedule.js";
 import type { Batch } from "../../model/transformer.js";
-import type { CorpusTrial } from "./corpus.js";
-import { BatchStream, type EncodeOptions, type SftExample, type SftResult, weightedExample } from "./sft.js";
+import type { CorpusTrial, PretrainGame } from "./corpus.js";
+import {
+  BatchStream,
+  type EncodeOptions,
+  type SftBatch,
+  type SftExample,
+  type SftResult,
+  weightedExample,
+} from "./sft.js";
+import { type AnswerTokenizer, trialUnlikelyTokens } from "./unlikely.js";
 
 /** Trials per `render` request. */
 const RENDER_CHUNK = 64;
 
-/** The corpus rendered by the worker with the model's chat template, answers weighted. */
+/**
+ * The corpus rendered by the worker with the model's chat template, answers weighted; with
+ * `unlikely`, each example also carries the tokens its illegal answers would start with.
+ */
 export async function encodeWithTemplate(
   learner: TorchLearner,
   trials: readonly CorpusTrial[],
-  opts: Omit<EncodeOptions, "contextLoss">,
+  opts: Omit<EncodeOptions, "contextLoss"> & { unlikely?: { game: PretrainGame; tokenize: AnswerTokenizer } },
 ): Promise<SftExample[]> {
   const out: SftExample[] = [];
   for (let i = 0; i < trials.length; i += RENDER_CHUNK) {
     const chunk = trials.slice(i, i + RENDER_CHUNK);
     const rendered = await learner.render(chunk.map((t) => t.messages));
-    rendered.forEach((r, j) => {
+    for (const [j, r] of rendered.entries()) {
       if (r.assistantSpans.length !== chunk[j].kinds.length)
         throw new Error(
           `render: trial ${i + j} has ${chunk[j].kinds.length} answers but the template rendered ${r.assistantSpans.length}`,
         );
-      out.push(weightedExample(r.ids, r.assistantSpans, chunk[j].kinds, { ...opts, contextLoss: false }));
-    });
+      const example = weightedExample(r.ids, r.assistantSpans, chunk[j].kinds, {
+        ...opts,
+        contextLoss: false,
+      });
+      if (opts.unlikely) {
+        const { game, tokenize } = opts.unlikely;
+        const at = await trialUnlikelyTokens(game, chunk[j], r.ids, r.assistantSpans, tokenize);
+        const scored = new Map([...at].filter(([t]) => t < example.mask.length && example.mask[t] > 0));
+        if (scored.size > 0) example.unlikely = scored;
+      }
+      out.push(example);
+    }
   }
   return out;
 }
 
+/** Answer texts as the template writes an assistant message's body (its span, end of turn included). */
+export function templateTokenizer(learner: TorchLearner): (texts: string[]) => Promise<number[][]> {
+  return async (texts) => {
+    // After a user turn, so that the span is the body alone (a first message's span would take
+    // in the template's assistant header).
+    const rendered = await learner.render(
+      texts.map((content) => [
+        { role: "user" as const, content: "?" },
+        { role: "assistant" as const, content },
+      ]),
+    );
+    return rendered.map((r) => {
+      const span = r.assistantSpans[0];
+      if (!span) throw new Error("render: an assistant message rendered without its span");
+      return r.ids.slice(span.start, span.end);
+    });
+  };
+}
+
 /**
- * A batch whose masks hold weights as the worker takes it: 0/1 masks, and the weight of each
- * scored token (sequence order, then position order) as a separate array.
+ * A batch whose masks hold weights as the worker takes it: 0/1 masks, the weight of each scored
+ * token (sequence order, then position order) as a separate array, and the unlikely tokens as
+ * (index of the scored token, token id) pairs.
  */
-export function splitWeights(batch: Batch): { batch: Batch; weights: Float32Array } {
+export function splitWeights(batch: Batch | SftBatch): {
+  batch: Batch;
+  weights: Float32Array;
+  unlikely: { index: Int32Array; token: Int32Array };
+} {
   const weights: number[] = [];
-  const lossMask = batch.lossMask.map((m) => {
+  const index: number[] = [];
+  const token: number[] = [];
+  const lossMask = batch.lossMask.map((m, s) => {
     const binary = new Uint8Array(m.length);
+    const unlikely = "unlikely" in batch ? batch.unlikely[s] : undefined;
     for (let t = 0; t < m.length; t++) {
       if (m[t] === 0) continue;
       binary[t] = 1;
+      for (const id of unlikely?.get(t) ?? []) {
+        index.push(weights.length);
+        token.push(id);
+      }
       weights.push(m[t]);
     }
     return binary;
   });
-  return { batch: { sequences: batch.sequences, lossMask }, weights: Float32Array.from(weights) };
+  return {
+    batch: { sequences: batch.sequences, lossMask },
+    weights: Float32Array.from(weights),
+    unlikely: { index: Int32Array.from(index), token: Int32Array.from(token) },
+  };
 }
 
 export interface TorchSftOptions {
@@ -64,6 +120,8 @@ export interface TorchSftOptions {
   lr: number;
   warmupSteps: number;
   minLrRatio: number;
+  /** Weight α of the unlikelihood term on the examples' unlikely tokens (0: plain SFT). */
+  unlikelihood?: number;
   rng: Rng;
   onStep?: (m: TorchSftResult & { lr: number; batchTokens: number }, step: number) => void;
 }
@@ -92,9 +150,15 @@ export async function runTorchSft(
   let scored = 0;
   const t0 = performance.now();
   for (let s = 0; s < opts.steps; s++) {
-    const { batch, weights } = splitWeights(stream.next());
+    const { batch, weights, unlikely } = splitWeights(stream.next());
     const lr = sftLearningRate(opts, s);
-    const m = await learner.sft(batch, { lr, microBatchTokens: opts.microBatchTokens, weights });
+    const alpha = opts.unlikelihood ?? 0;
+    const m = await learner.sft(batch, {
+      lr,
+      microBatchTokens: opts.microBatchTokens,
+      weights,
+      ...(alpha > 0 && unlikely.index.length > 0 ? { unlikelihood: alpha, unlikely } : {}),
+    });
     const batchTokens = batch.sequences.reduce((a, q) => a + q.length, 0);
     losses.push(m.loss);
     tokens += batchTokens;
