@@ -107,25 +107,22 @@ def apply_gradients(learner: Learner, lr: float) -> tuple[float, bool, bool]:
     return norm, clipped, False
 
 
-def weighted_nll_sum(learner: Learner, group: list[B.Sequence], weights: Array, total_weight: float) -> torch.Tensor:
-    """Σ w·(−log p) over the group's scored tokens, divided by the request's total weight."""
-    logp, _ = score(learner.model, group, learner.device)
-    w = torch.from_numpy(B.gather_tokens(weights, group)).to(logp.device)
-    return -(w * logp.double()).sum() / total_weight
-
-
-def unlikelihood_sum(
-    learner: Learner, group: list[B.Sequence], weights: Array, total_weight: float, table: Array, alpha: float
+def group_loss(
+    learner: Learner, group: list[B.Sequence], weights: Array, total_weight: float, table: Array | None, alpha: float
 ) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """The group's weighted NLL as `weighted_nll_sum`, its unlikelihood term α · Σ −log(1 − q) /
-    Σ w (one forward for both), and the summed probability q of its unlikely tokens."""
-    rows = torch.from_numpy(B.gather_tokens(table, group)).to(learner.device)
-    logp, _, alt = score_alternatives(learner.model, group, learner.device, rows)
+    """The group's Σ w·(−log p) and, with unlikely tokens, α · Σ −log(1 − q), each divided by the
+    request's total weight (one forward for both), and the summed q of its unlikely tokens."""
+    if table is None:
+        logp, _ = score(learner.model, group, learner.device)
+        ul, q_sum = torch.zeros((), dtype=torch.float64, device=logp.device), 0.0
+    else:
+        rows = torch.from_numpy(B.gather_tokens(table, group)).to(learner.device)
+        logp, _, alt = score_alternatives(learner.model, group, learner.device, rows)
+        q = alt.double().exp().masked_fill(rows < 0, 0.0)
+        ul = -torch.log1p(-q.clamp(max=MAX_UNLIKELY_PROB)).sum() * alpha / total_weight
+        q_sum = float(q.detach().sum())
     w = torch.from_numpy(B.gather_tokens(weights, group)).to(logp.device)
-    nll = -(w * logp.double()).sum() / total_weight
-    q = alt.double().exp().masked_fill(rows < 0, 0.0)
-    ul = -torch.log1p(-q.clamp(max=MAX_UNLIKELY_PROB)).sum() * alpha / total_weight
-    return nll, ul, float(q.detach().sum())
+    return -(w * logp.double()).sum() / total_weight, ul, q_sum
 
 
 def sft(learner: Learner, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
@@ -151,14 +148,10 @@ def sft(learner: Learner, req: dict[str, Any], arrays: dict[str, Array]) -> Repl
         if i >= len(groups) or sum(s.scored for s in groups[i]) == 0:
             learner._dummy_forward(learner.model, backward=True)  # FSDP: every rank joins every pass
             continue
-        if table is None:
-            loss = weighted_nll_sum(learner, groups[i], weights, total_weight)
-            ul = torch.zeros((), dtype=torch.float64)
-        else:
-            loss, ul, q = unlikelihood_sum(learner, groups[i], weights, total_weight, table, alpha)
-            q_sum += q
+        loss, ul, q = group_loss(learner, groups[i], weights, total_weight, table, alpha)
+        q_sum += q
         # FSDP averages gradients over ranks; the loss is a sum over ranks, so scale by world.
-        torch.autograd.backward((loss + ul.to(loss.device)) * dist.world)
+        torch.autograd.backward((loss + ul) * dist.world)
         loss_sum += float(loss.detach())
         ul_sum += float(ul.detach())
     learner.model.eval()

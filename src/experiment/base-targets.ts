@@ -7,15 +7,11 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPORT_FILE } from "../train/pretrain/run.js";
-import type { TargetValue } from "../train/pretrain/target-text.js";
+import { parseTargetValue, type TargetValue } from "../train/pretrain/target-text.js";
 
 export interface BaseTargets {
   met: boolean;
   missed: TargetValue[];
-}
-
-function isFiniteNumber(x: unknown): x is number {
-  return typeof x === "number" && Number.isFinite(x);
 }
 
 /** The targets of the base in `dir`, or null when it has no report or the report holds no targets. */
@@ -30,11 +26,9 @@ export function readBaseTargets(dir: string): BaseTargets | null {
   }
   const targets = (report as { evaluation?: { targets?: unknown } } | null)?.evaluation?.targets;
   if (!Array.isArray(targets)) return null;
-  const missed: TargetValue[] = [];
-  for (const t of targets as Record<string, unknown>[]) {
-    if (t?.met !== false || typeof t.name !== "string") continue;
-    if (!isFiniteNumber(t.value) || !isFiniteNumber(t.threshold)) continue;
-    missed.push({ name: t.name, value: t.value, threshold: t.threshold });
-  }
+  const missed = targets
+    .filter((t) => (t as { met?: unknown } | null)?.met === false)
+    .map(parseTargetValue)
+    .filter((t): t is TargetValue => t !== null);
   return { met: missed.length === 0, missed };
 }

@@ -46,7 +46,7 @@ export const TORCH_WARM_START_RECIPE = 1;
  * Settings added after grids were keyed, left out of the key while off, so that the bases of
  * those grids keep their directory names.
  */
-const OFF_WHEN_ZERO = { unlikelihood: true } as const;
+const OFF_WHEN_ZERO: ReadonlySet<string> = new Set(["unlikelihood"]);
 
 /** How the process runs, not what it learns: left out of the key. */
 const RUNTIME_ONLY: ReadonlySet<string> = new Set(["threads", "prefixCacheMB", "device"]);
@@ -76,7 +76,7 @@ export function warmStartKey(config: MageConfig, warm: WarmStart): string {
   const resolved: Partial<TorchPretrainSettings> = { ...TORCH_PRETRAIN_DEFAULTS[game], ...warm };
   const settings = Object.fromEntries(
     Object.entries(resolved)
-      .filter(([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k) && !(k in OFF_WHEN_ZERO && v === 0))
+      .filter(([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k) && !(OFF_WHEN_ZERO.has(k) && v === 0))
       .sort(([a], [b]) => a.localeCompare(b)),
   );
   const hash = createHash("sha256")

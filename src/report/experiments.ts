@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
-import type { TargetValue } from "../train/pretrain/target-text.js";
+import { parseTargetValue, type TargetValue } from "../train/pretrain/target-text.js";
 import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT, type LoadedSummary, parseSummaryFile } from "./load.js";
 
 /**
@@ -236,15 +236,7 @@ function toInfo(d: Record<string, unknown>): ExperimentInfo {
 function missedTargetsOf(targets: unknown): { missed?: TargetValue[] } {
   const missed = (targets as { missed?: unknown } | null | undefined)?.missed;
   if (!Array.isArray(missed)) return {};
-  const out = missed.flatMap((m) => {
-    const o = (m ?? {}) as Record<string, unknown>;
-    const value = finite(o.value);
-    const threshold = finite(o.threshold);
-    return typeof o.name === "string" && value !== undefined && threshold !== undefined
-      ? [{ name: o.name, value, threshold }]
-      : [];
-  });
-  return { missed: out };
+  return { missed: missed.map(parseTargetValue).filter((t): t is TargetValue => t !== null) };
 }
 
 function loadOne(name: string, dir: string, notes: string[]): Experiment {

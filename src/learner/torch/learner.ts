@@ -362,9 +362,9 @@ export class TorchLearner implements TrainLearner {
     this.step = num(h.step);
     return {
       loss: num(h.loss),
-      unlikelihood: typeof h.unlikelihood === "number" ? h.unlikelihood : 0,
-      unlikelyTokens: typeof h.unlikelyTokens === "number" ? h.unlikelyTokens : 0,
-      unlikelyMass: typeof h.unlikelyMass === "number" ? h.unlikelyMass : 0,
+      unlikelihood: num(h.unlikelihood),
+      unlikelyTokens: num(h.unlikelyTokens),
+      unlikelyMass: num(h.unlikelyMass),
       gradNorm: num(h.gradNorm),
       clipped: h.clipped === true,
       skipped: h.skipped === true,

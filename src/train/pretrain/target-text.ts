@@ -6,6 +6,14 @@ export interface TargetValue {
   threshold: number;
 }
 
+/** A `{name, value, threshold}` read from JSON, or null when a field is missing or not finite. */
+export function parseTargetValue(x: unknown): TargetValue | null {
+  const o = (x ?? {}) as Record<string, unknown>;
+  const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+  if (typeof o.name !== "string" || !finite(o.value) || !finite(o.threshold)) return null;
+  return { name: o.name, value: o.value, threshold: o.threshold };
+}
+
 /** "84.7% (target ≥ 95.0%)", or bits with two decimals for the entropy checks. */
 export function formatTargetValue(t: TargetValue): string {
   const bits = t.name.includes("bits");

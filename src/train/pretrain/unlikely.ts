@@ -64,7 +64,9 @@ export async function trialUnlikelyTokens(
     if (!choices) continue;
     const span = spans[k];
     const answer = ids.slice(span.start, span.end);
-    const [legal, illegal] = await Promise.all([tokenize(choices.legal), tokenize(choices.illegal)]);
+    const tokens = await tokenize([...choices.legal, ...choices.illegal]);
+    const legal = tokens.slice(0, choices.legal.length);
+    const illegal = tokens.slice(choices.legal.length);
     // An answer the template wrote otherwise than the scripted text tokenizes alone: leave it be.
     if (!legal.some((l) => l.length === answer.length && startsWith(l, answer))) continue;
     for (const [offset, tokens] of unlikelyAtDivergence(answer, legal, illegal))
