@@ -45,6 +45,12 @@ export function completingCells(board: Board, mark: "X" | "O"): Set<string> {
   return out;
 }
 
+/** A logged move as "(r, c)", whichever cell format the task wrote it in ("23" or "(2, 3)"). */
+export function pairCellText(action: string): string {
+  const digits = /^\s*([1-3])([1-3])\s*$/.exec(action);
+  return digits ? `(${digits[1]}, ${digits[2]})` : action;
+}
+
 export function countTactics(memories: Iterable<TrialMemory>): TacticsCount {
   const n: TacticsCount = { winChances: 0, winsTaken: 0, blockChances: 0, blocksMade: 0 };
   for (const memory of memories) {
@@ -58,10 +64,10 @@ export function countTactics(memories: Iterable<TrialMemory>): TacticsCount {
           const threats = completingCells(board, "O");
           if (wins.size > 0) {
             n.winChances++;
-            if (wins.has(turn.action)) n.winsTaken++;
+            if (wins.has(pairCellText(turn.action))) n.winsTaken++;
           } else if (threats.size > 0) {
             n.blockChances++;
-            if (threats.has(turn.action)) n.blocksMade++;
+            if (threats.has(pairCellText(turn.action))) n.blocksMade++;
           }
         }
         // An invalid answer leaves the board as it was.

@@ -24,7 +24,7 @@ import {
   type PlannedPretrain,
   type PlannedRun,
   pretrainArgs,
-  puzzleKnobs,
+  taskKnobsText,
 } from "./spec.js";
 import { checkNoStaleRuns } from "./stale.js";
 
@@ -332,7 +332,7 @@ async function runLocked(
         args: () => {
           const ck = finalCheckpoint(run.runDir);
           if (!ck) return null;
-          const knobs = puzzleKnobs(run.config);
+          const knobs = taskKnobsText(run.config);
           return [
             ...base(run.config.game, ck, run.config.rollout.maxResponseTokens, run.seed, knobs),
             "--out",

@@ -84,10 +84,10 @@ export interface PlannedPretrain {
   seed: number;
   kernels: MageConfig["model"]["kernels"];
   settings: MageConfig["pretrain"];
-  /** Puzzles: the difficulty knobs the corpus is played at (`mage pretrain --knobs`), or null. */
+  /** The task knobs the corpus is played at (`mage pretrain --knobs`), or null. */
   knobs?: string | null;
   /** A real model's warm start (`mage pretrain --backend torch`) of `base`, instead of an embedded pretrain. */
-  warmStart?: { base: string; settings: WarmStart };
+  warmStart?: { base: string; settings: WarmStart; knobs: string | null };
 }
 
 export interface ExperimentPlan {
@@ -142,7 +142,7 @@ export function pretrainKey(config: MageConfig): string {
       .sort(([a], [b]) => a.localeCompare(b)),
   );
   // The puzzles' difficulty knobs enter the key only when set (older keys stay valid).
-  const knobs = puzzleKnobs(config);
+  const knobs = taskKnobsText(config);
   const hash = createHash("sha256")
     .update(
       JSON.stringify({
@@ -229,7 +229,7 @@ export function planExperiment(
           seed,
           kernels: config.model.kernels,
           settings: config.pretrain,
-          knobs: puzzleKnobs(config),
+          knobs: taskKnobsText(config),
         });
       }
       overrides.push(`model.checkpoint=${pretrainedDir}`);
@@ -262,7 +262,8 @@ function planWarmStart(
   pretrains: Map<string, PlannedPretrain>,
 ): { dir: string; config: MageConfig } {
   const settings = spec.warmStart ?? {};
-  const dir = join(spec.pretrainedDir, `${warmStartKey(config, settings)}-s${seed}`);
+  const knobs = warmStartKnobs(config);
+  const dir = join(spec.pretrainedDir, `${warmStartKey(config, settings, knobs)}-s${seed}`);
   if (!pretrains.has(dir)) {
     pretrains.set(dir, {
       dir,
@@ -271,21 +272,33 @@ function planWarmStart(
       seed,
       kernels: config.model.kernels,
       settings: {},
-      warmStart: { base: config.model.torch.path!, settings },
+      warmStart: { base: config.model.torch.path!, settings, knobs },
     });
   }
   const torch = { ...config.model.torch, path: dir };
   return { dir, config: { ...config, model: { ...config.model, torch } } };
 }
 
-/** The config's puzzle knobs as a YAML flow mapping (for `mage pretrain --knobs`), or null when none is set. */
-export function puzzleKnobs(config: MageConfig): string | null {
-  const k =
+/**
+ * The knobs a grid's warm start plays with: the config's, and for TicTacToe always its cell format
+ * (`pair` when unset), so that the base answers as the runs' prompts ask even though a real
+ * model's warm start defaults to digits.
+ */
+export function warmStartKnobs(config: MageConfig): string | null {
+  if (config.game !== "tictactoe") return taskKnobsText(config);
+  return `{cells: ${JSON.stringify(config.task.tictactoe.cells ?? "pair")}}`;
+}
+
+/** The config's task knobs as a YAML flow mapping (for `mage pretrain --knobs`), or null when none is set. */
+export function taskKnobsText(config: MageConfig): string | null {
+  const k: Record<string, unknown> =
     config.game === "sokoban"
       ? config.task.sokoban
       : config.game === "minesweeper"
         ? config.task.minesweeper
-        : {};
+        : config.game === "tictactoe"
+          ? config.task.tictactoe
+          : {};
   const set = Object.entries(k).filter(([, v]) => v !== undefined);
   if (set.length === 0) return null;
   return `{${set.map(([key, v]) => `${key}: ${JSON.stringify(v)}`).join(", ")}}`;
@@ -293,7 +306,8 @@ export function puzzleKnobs(config: MageConfig): string | null {
 
 /** The `mage pretrain` arguments that build `p` (the same model `mage train` would pretrain itself). */
 export function pretrainArgs(p: PlannedPretrain): string[] {
-  if (p.warmStart) return warmStartArgs(p.game, p.warmStart.base, p.seed, p.dir, p.warmStart.settings);
+  if (p.warmStart)
+    return warmStartArgs(p.game, p.warmStart.base, p.seed, p.dir, p.warmStart.settings, p.warmStart.knobs);
   const args = ["pretrain", "--game", p.game, "--preset", p.preset, "--seed", String(p.seed)];
   args.push("--kernels", p.kernels, "--out", p.dir);
   const flag: Record<string, string> = {

@@ -68,8 +68,11 @@ const FLAGS: Record<keyof WarmStart, string> = {
   prefixCacheMB: "--prefix-cache-mb",
 };
 
-/** The warm-started directory's name stem: game, base model name and a hash of what shapes the weights. */
-export function warmStartKey(config: MageConfig, warm: WarmStart): string {
+/**
+ * The warm-started directory's name stem: game, base model name and a hash of what shapes the
+ * weights, task knobs included when there are any (the Kuhn bases made before knobs keep their names).
+ */
+export function warmStartKey(config: MageConfig, warm: WarmStart, knobs: string | null = null): string {
   const game = torchGame(config);
   const base = config.model.torch.path;
   if (!base) throw new UsageError("warmStart: model.torch.path must name the base model to warm-start");
@@ -80,7 +83,14 @@ export function warmStartKey(config: MageConfig, warm: WarmStart): string {
       .sort(([a], [b]) => a.localeCompare(b)),
   );
   const hash = createHash("sha256")
-    .update(JSON.stringify({ settings, base: basename(base), recipe: TORCH_WARM_START_RECIPE }))
+    .update(
+      JSON.stringify({
+        settings,
+        base: basename(base),
+        recipe: TORCH_WARM_START_RECIPE,
+        ...(knobs !== null ? { knobs } : {}),
+      }),
+    )
     .digest("hex")
     .slice(0, 8);
   return `${game}-${basename(base)}-${hash}`;
@@ -93,9 +103,11 @@ export function warmStartArgs(
   seed: number,
   out: string,
   warm: WarmStart,
+  knobs: string | null = null,
 ): string[] {
   const args = ["pretrain", "--game", game, "--backend", "torch", "--model", base, "--seed", String(seed)];
   args.push("--out", out);
+  if (knobs !== null) args.push("--knobs", knobs);
   for (const [key, value] of Object.entries(warm)) {
     if (value === undefined) continue;
     args.push(FLAGS[key as keyof WarmStart], String(value));

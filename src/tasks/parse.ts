@@ -5,7 +5,8 @@
  *
  * Accepted formats (the prompts ask for the first one of each):
  * - cells (TicTacToe, MineSweeper): `(row, col)`, 1-based; the brackets may be `()` or `[]` or
- *   left out (`2,3`); exactly one pair, nothing else in the tag.
+ *   left out (`2,3`); exactly one pair, nothing else in the tag. TicTacToe with `cells: digits`
+ *   asks for the two digits (`23`) and takes `(row, col)` as well.
  * - Kuhn: `PASS` or `BET` in any case.
  * - Sokoban: 1 to `maxMoves` of `up|down|left|right`, separated by commas and/or spaces.
  */
@@ -42,16 +43,35 @@ export function parseCell(response: string, rows: number, cols: number): Parsed<
   return { ok: true, move: { row, col } };
 }
 
+const DIGITS_CELL_RE = /^([1-3])([1-3])$/;
+
+/** A TicTacToe cell written as its two digits (`23`), else as `(row, col)`. */
+function parseDigitsCell(response: string): Parsed<Cell> {
+  const c = actionContent(response);
+  if (!c.ok) return c;
+  const m = DIGITS_CELL_RE.exec(c.move);
+  if (m) return { ok: true, move: { row: Number(m[1]), col: Number(m[2]) } };
+  const pair = parseCell(response, 3, 3);
+  if (pair.ok || !pair.reason.includes("is not a cell")) return pair;
+  return { ok: false, reason: `"${clip(c.move)}" is not a cell written as two digits (row, column)` };
+}
+
 /**
  * A TicTacToe move: the cell index 0..8 (row-major) of a free cell.
- * `free` lists the empty cells (the game's legal moves).
+ * `free` lists the empty cells (the game's legal moves); `format` is the task's cell format.
  */
-export function parseTicTacToeMove(response: string, free: readonly number[]): Parsed<number> {
-  const c = parseCell(response, 3, 3);
+export function parseTicTacToeMove(
+  response: string,
+  free: readonly number[],
+  format: "pair" | "digits" = "pair",
+): Parsed<number> {
+  const c = format === "digits" ? parseDigitsCell(response) : parseCell(response, 3, 3);
   if (!c.ok) return c;
   const cell = (c.move.row - 1) * 3 + (c.move.col - 1);
-  if (!free.includes(cell))
-    return { ok: false, reason: `cell (${c.move.row}, ${c.move.col}) is already taken` };
+  if (!free.includes(cell)) {
+    const text = format === "digits" ? `${c.move.row}${c.move.col}` : `(${c.move.row}, ${c.move.col})`;
+    return { ok: false, reason: `cell ${text} is already taken` };
+  }
   return { ok: true, move: cell };
 }
 

@@ -33,7 +33,8 @@ export const TASKS: Record<string, () => Promise<TaskDefinition>> = {
     const m = await import("./tictactoe.js");
     return {
       name: "tictactoe",
-      description: "TicTacToe against an opponent; you are X, moves (row, col)",
+      description:
+        "TicTacToe against an opponent; you are X, moves (row, col), or 23 with the knob cells: digits",
       maxTurns: 8,
       twoPlayer: true,
       defaultOpponent: m.TICTACTOE_DEFAULT_OPPONENT,

@@ -1,6 +1,7 @@
 /**
  * TicTacToe as a text task (reference §7.1): 3×3 board, the agent is always shown as X and the
- * opponent as O (also when the agent moves second), moves are `(row, col)` 1-based.
+ * opponent as O (also when the agent moves second), moves are `(row, col)` 1-based, or with the
+ * `cells: digits` knob a cell's two digits (`23`), as the compact board shows empty cells.
  * Rewards: +10 win, −10 loss, 0 draw (and 0 for every other step, invalid ones included).
  * Score: +1 / 0 / −1 at the end of the game.
  */
@@ -11,9 +12,48 @@ import type { TaskOptions, TaskPromptText } from "./types.js";
 
 export const TICTACTOE_DEFAULT_OPPONENT = "mcts:100";
 
-/** `(r, c)` 1-based text of a cell index. */
-export function cellText(cell: number): string {
-  return `(${rowOf(cell) + 1}, ${colOf(cell) + 1})`;
+/**
+ * How answers and the opponent's moves name a cell: `pair` writes `(2, 3)` (the reference's
+ * format), `digits` writes `23`. A real model copies a free cell off the compact board far more
+ * reliably when the answer is the board's own text (docs/design.md, "TicTacToe cells as digits").
+ */
+export const TICTACTOE_CELL_FORMATS = ["pair", "digits"] as const;
+export type TicTacToeCellFormat = (typeof TICTACTOE_CELL_FORMATS)[number];
+
+/** The text of a cell index (0..8, row-major), 1-based: `(2, 3)` or `23`. */
+export function cellText(cell: number, format: TicTacToeCellFormat = "pair"): string {
+  const r = rowOf(cell) + 1;
+  const c = colOf(cell) + 1;
+  return format === "digits" ? `${r}${c}` : `(${r}, ${c})`;
+}
+
+/** All nine cells' texts in index order. */
+export function allCellTexts(format: TicTacToeCellFormat): string[] {
+  return Array.from({ length: 9 }, (_, cell) => cellText(cell, format));
+}
+
+/** The reply clause of the compact rules, which also tells a reader of the prompt the cell format. */
+export const TICTACTOE_COMPACT_REPLY: Record<TicTacToeCellFormat, string> = {
+  pair: "Reply with one empty cell: <action>(row, col)</action>",
+  digits: "Reply with one empty cell: <action>rowcol</action>, e.g. <action>23</action>",
+};
+
+/** The cell format a prompt asks for (its compact rules' reply clause); `pair` when it names none. */
+export function cellFormatOfPrompt(text: string): TicTacToeCellFormat {
+  return text.includes(TICTACTOE_COMPACT_REPLY.digits) ? "digits" : "pair";
+}
+
+/** The `cells` knob of TicTacToe's task options, checked. */
+export function tictactoeCellFormat(knobs: Record<string, unknown> | undefined): TicTacToeCellFormat {
+  const unknown = Object.keys(knobs ?? {}).filter((k) => k !== "cells");
+  if (unknown.length > 0)
+    throw new RangeError(`unknown tictactoe knob(s) ${unknown.join(", ")}; valid: cells`);
+  const cells = knobs?.cells ?? "pair";
+  if (!TICTACTOE_CELL_FORMATS.includes(cells as TicTacToeCellFormat))
+    throw new RangeError(
+      `tictactoe knob cells must be one of ${TICTACTOE_CELL_FORMATS.join(", ")}, got ${String(cells)}`,
+    );
+  return cells as TicTacToeCellFormat;
 }
 
 /**
@@ -28,13 +68,15 @@ export function compactBoardText(state: TicTacToeState, perspective: number): st
 
 export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
   protected readonly rewardScale = 10;
+  readonly cells: TicTacToeCellFormat;
 
   constructor(options: TaskOptions = {}) {
     super("tictactoe", tictactoe, TICTACTOE_DEFAULT_OPPONENT, options);
+    this.cells = tictactoeCellFormat(options.knobs);
   }
 
   protected parseMove(response: string, state: TicTacToeState): Parsed<number> {
-    return parseTicTacToeMove(response, emptyCells(state));
+    return parseTicTacToeMove(response, emptyCells(state), this.cells);
   }
 
   /**
@@ -48,7 +90,7 @@ export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
   }
 
   protected moveText(move: number): string {
-    return cellText(move);
+    return cellText(move, this.cells);
   }
 
   protected renderObservation(state: TicTacToeState): string {
@@ -60,13 +102,13 @@ export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
   }
 
   protected replyFeedback(replies: readonly number[]): { feedback: string; compactFeedback: string } {
-    const r = replies.map(cellText).join(", ");
+    const r = replies.map((m) => cellText(m, this.cells)).join(", ");
     return { feedback: `the opponent played ${r}`, compactFeedback: `Opp: ${r}.` };
   }
 
   protected endText(state: TicTacToeState, replies: readonly number[]): EndText {
     const score = this.agentReturn(state);
-    const r = replies.map(cellText).join(", ");
+    const r = replies.map((m) => cellText(m, this.cells)).join(", ");
     if (score > 0) {
       return {
         feedback: "you completed a line",
@@ -107,12 +149,15 @@ export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
       ].join("\n"),
       playInstruction:
         "Think step by step: see which cells the opponent holds, whether either side can complete a line " +
-        "on its next move, and choose your move. Then give exactly one empty cell as (row, col) inside " +
-        "<action> </action>, for example <action>(2, 3)</action>.",
+        "on its next move, and choose your move. Then give exactly one empty cell " +
+        (this.cells === "digits"
+          ? "as its row digit then its column digit inside <action> </action>, for example <action>23</action> " +
+            "for row 2, column 3."
+          : "as (row, col) inside <action> </action>, for example <action>(2, 3)</action>."),
       compactRules:
         "Tic-tac-toe 3x3. You are X, opponent O. An empty cell shows its row digit then its column digit. " +
         `Three in a row wins. You move ${second ? "second" : "first"}. ` +
-        "Reply with one empty cell: <action>(row, col)</action>",
+        TICTACTOE_COMPACT_REPLY[this.cells],
       compactAsk: "Your move?",
       actionWord: "Move",
     };

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
+import { TICTACTOE_CELL_FORMATS } from "../tasks/tictactoe.js";
 
 /**
  * The training/evaluation config: YAML validated by a schema. Every field has a default, so a
@@ -72,8 +73,27 @@ const MinesweeperKnobsConfig = z
     }
   });
 
+/** TicTacToe's text knobs (`task.tictactoe`); unset: the reference's `(row, col)` cells. */
+const TicTacToeKnobsConfig = z
+  .object({
+    /** How answers and the opponent's moves name a cell: `pair` `(2, 3)`, `digits` `23`. */
+    cells: z.enum(TICTACTOE_CELL_FORMATS).optional(),
+  })
+  .strict();
+
 export type SokobanKnobsConfig = z.infer<typeof SokobanKnobsConfig>;
 export type MinesweeperKnobsConfig = z.infer<typeof MinesweeperKnobsConfig>;
+export type TicTacToeKnobsConfig = z.infer<typeof TicTacToeKnobsConfig>;
+
+/** A task's knobs by game, as `task.<game>` holds them; games without knobs ignore them. */
+export interface TaskKnobs {
+  sokoban?: SokobanKnobsConfig;
+  minesweeper?: MinesweeperKnobsConfig;
+  tictactoe?: TicTacToeKnobsConfig;
+}
+
+/** The games that take `--knobs`. */
+export const KNOB_GAMES = ["sokoban", "minesweeper", "tictactoe"] as const;
 
 const EvalCell = z
   .object({
@@ -244,6 +264,8 @@ export const ConfigSchema = z
         sokoban: SokobanKnobsConfig.prefault({}),
         /** MineSweeper difficulty (ignored by the other games). */
         minesweeper: MinesweeperKnobsConfig.prefault({}),
+        /** TicTacToe's cell format (ignored by the other games). */
+        tictactoe: TicTacToeKnobsConfig.prefault({}),
       })
       .strict()
       .prefault({}),
@@ -497,16 +519,13 @@ export function loadConfig(path: string, overrides: readonly string[] = []): Mag
 }
 
 /**
- * Difficulty knobs written on a command line as a YAML flow mapping (`--knobs "{boxes: 3}"` or
- * `--knobs "boxes: 3, roomSize: [7, 7]"`), checked by the config schema; a bad field is named.
+ * Task knobs written on a command line as a YAML flow mapping (`--knobs "{boxes: 3}"`,
+ * `--knobs "boxes: 3, roomSize: [7, 7]"` or `--knobs "cells: digits"`), checked by the config
+ * schema; a bad field is named.
  */
-export function parseKnobsArg(
-  game: string,
-  text: string,
-  flag = "--knobs",
-): { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig } {
-  if (game !== "sokoban" && game !== "minesweeper")
-    throw new UsageError(`${flag} is for the puzzles (sokoban, minesweeper), not ${game}`);
+export function parseKnobsArg(game: string, text: string, flag = "--knobs"): TaskKnobs {
+  if (!(KNOB_GAMES as readonly string[]).includes(game))
+    throw new UsageError(`${flag} is for ${KNOB_GAMES.join(", ")}, not ${game}`);
   let raw: unknown;
   const body = text.trim().startsWith("{") ? text : `{${text}}`;
   try {
@@ -514,18 +533,26 @@ export function parseKnobsArg(
   } catch (err) {
     throw new UsageError(`${flag} is not a YAML mapping: ${(err as Error).message}`);
   }
-  const schema = game === "sokoban" ? SokobanKnobsConfig : MinesweeperKnobsConfig;
+  const schema =
+    game === "sokoban"
+      ? SokobanKnobsConfig
+      : game === "minesweeper"
+        ? MinesweeperKnobsConfig
+        : TicTacToeKnobsConfig;
   const result = schema.safeParse(raw);
   if (!result.success) {
-    const fields = game === "sokoban" ? SOKOBAN_KNOB_FIELDS : MINESWEEPER_KNOB_FIELDS;
+    const fields =
+      game === "sokoban"
+        ? SOKOBAN_KNOB_FIELDS
+        : game === "minesweeper"
+          ? MINESWEEPER_KNOB_FIELDS
+          : TICTACTOE_KNOB_FIELDS;
     const lines = result.error.issues.map(
       (i) => `  ${flag} ${i.path.length > 0 ? i.path.join(".") : "(mapping)"}: ${i.message}`,
     );
     throw new UsageError(`bad ${game} knobs:\n${lines.join("\n")}\nvalid fields: ${fields.join(", ")}`);
   }
-  return game === "sokoban"
-    ? { sokoban: result.data as SokobanKnobsConfig }
-    : { minesweeper: result.data as MinesweeperKnobsConfig };
+  return { [game]: result.data } as TaskKnobs;
 }
 
 export const SOKOBAN_KNOB_FIELDS = [
@@ -538,15 +565,16 @@ export const SOKOBAN_KNOB_FIELDS = [
   "maxSteps",
 ] as const;
 export const MINESWEEPER_KNOB_FIELDS = ["rows", "cols", "mines"] as const;
+export const TICTACTOE_KNOB_FIELDS = ["cells"] as const;
 
 /**
- * The task constructor options a config's difficulty knobs give (`task.sokoban` /
- * `task.minesweeper`, with `over` laid on top for the harder set); {} for two-player games.
+ * The task constructor options a config's knobs give (`task.sokoban` / `task.minesweeper` /
+ * `task.tictactoe`, with `over` laid on top for the harder set); {} for a game without knobs set.
  */
-export function puzzleTaskOptions(
+export function taskKnobOptions(
   game: string,
-  task: { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig },
-  over: { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig } = {},
+  task: TaskKnobs,
+  over: TaskKnobs = {},
 ): { knobs?: Record<string, unknown>; movesPerTurn?: number; maxSteps?: number } {
   const defined = (o: object | undefined) =>
     Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined));
@@ -566,6 +594,11 @@ export function puzzleTaskOptions(
   }
   if (game === "minesweeper") {
     return { knobs: { ...defined(task.minesweeper), ...defined(over.minesweeper) } };
+  }
+  if (game === "tictactoe") {
+    // Only when set, so a default TicTacToe task is built exactly as before the knob existed.
+    const knobs = { ...defined(task.tictactoe), ...defined(over.tictactoe) };
+    return Object.keys(knobs).length > 0 ? { knobs } : {};
   }
   return {};
 }

@@ -12,7 +12,7 @@ import type { TaskDefinition } from "../tasks/registry.js";
 import { newEnvClock, timedTask } from "../tasks/timed.js";
 import { computeRowCredit } from "./advantage-pipeline.js";
 import { buildTokenBatchWith, rowsPerSequence, sliceTokenBatch } from "./batch.js";
-import { type MageConfig, puzzleTaskOptions } from "./config.js";
+import { type MageConfig, taskKnobOptions } from "./config.js";
 
 /**
  * One training iteration: sample the population, roll out trials with the current policy,
@@ -109,7 +109,7 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
           ...(s.opponent !== null ? { opponent: s.opponent } : {}),
           ...(s.seat !== null ? { seat: s.seat } : {}),
           replayOpponent: config.task.replayOpponent,
-          ...puzzleTaskOptions(config.game, config.task),
+          ...taskKnobOptions(config.game, config.task),
         }),
         clock,
       ),

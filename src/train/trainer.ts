@@ -21,7 +21,8 @@ import { type ContextOverflow, isRolloutStop } from "../rollout/runner.js";
 import type { TrialRecord } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import { embeddedBackend, type TrainBackend, torchBackend } from "./backend.js";
-import { configToYaml, type MageConfig, puzzleTaskOptions, readConfigFile } from "./config.js";
+import { checkBaseKnobs } from "./base-knobs.js";
+import { configToYaml, type MageConfig, readConfigFile, taskKnobOptions } from "./config.js";
 import { runIteration } from "./iteration.js";
 import { RunLogger } from "./logging/run-logger.js";
 import { ProgressBar } from "./progress.js";
@@ -154,6 +155,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   if (resumeFrom && opts.resume) refuseChangedConfig(outDir, config);
 
   const torch = config.model.backend === "torch";
+  checkBaseKnobs(config);
   const kernels = torch ? null : await selectKernels(config.model.kernels);
   const meta: RunMeta = collectRunMeta(kernels?.name ?? "torch");
   writeFileSync(join(outDir, "config.yaml"), configToYaml(config));
@@ -288,7 +290,7 @@ async function trainWith(
       contextOverflow: scaling?.contextOverflow ?? config.task.contextOverflow,
       sampling: { ...config.eval.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
       seed: config.seed,
-      taskOptions: puzzleTaskOptions(config.game, config.task, harder ?? {}),
+      taskOptions: taskKnobOptions(config.game, config.task, harder ?? {}),
       ...(harder ? { seedRange: HARDER_SEED_RANGE } : {}),
       ...(shouldStop ? { shouldStop } : {}),
       ...(onTrial ? { onTrial } : {}),
@@ -345,8 +347,12 @@ async function trainWith(
         trainingOpponents: config.population.opponents.map((o) => o.spec),
         promptStyle: config.task.promptStyle,
         maxResponseTokens: config.rollout.maxResponseTokens,
-        // The puzzle difficulty it trained on, the default of `mage eval --checkpoint`.
-        taskKnobs: { sokoban: config.task.sokoban, minesweeper: config.task.minesweeper },
+        // The task knobs it trained with (puzzle difficulty, TicTacToe's cells), the default of `mage eval --checkpoint`.
+        taskKnobs: {
+          sokoban: config.task.sokoban,
+          minesweeper: config.task.minesweeper,
+          tictactoe: config.task.tictactoe,
+        },
       },
     });
     await pruneCheckpoints(outDir, config.train.keepLast, best.iteration);
@@ -493,7 +499,7 @@ async function trainWith(
   const harder = config.eval.harder;
   if (harder) {
     log(
-      `harder held-out set: ${harder.trials} trials (${JSON.stringify(puzzleTaskOptions(config.game, config.task, harder))})`,
+      `harder held-out set: ${harder.trials} trials (${JSON.stringify(taskKnobOptions(config.game, config.task, harder))})`,
     );
     try {
       harderEval = await runEval(total, harder.trials, undefined, undefined, opts.shouldStop, harder);

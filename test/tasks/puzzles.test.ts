@@ -21,7 +21,7 @@ import { MinesweeperTask } from "../../src/tasks/minesweeper.js";
 import { loadTask } from "../../src/tasks/registry.js";
 import { SokobanTask } from "../../src/tasks/sokoban.js";
 import { newEnvClock, timedTask } from "../../src/tasks/timed.js";
-import { loadConfig, parseKnobsArg, puzzleTaskOptions, validateConfig } from "../../src/train/config.js";
+import { loadConfig, parseKnobsArg, taskKnobOptions, validateConfig } from "../../src/train/config.js";
 import { iterationSpecs } from "../../src/train/iteration.js";
 import {
   buildCorpus,
@@ -140,7 +140,11 @@ describe("difficulty knobs", () => {
     }
     const flag = errorOf(() => parseKnobsArg("sokoban", "boxes: -1"));
     assert.match(flag.message, /--knobs boxes/);
-    assert.match(errorOf(() => parseKnobsArg("kuhn", "boxes: 1")).message, /puzzles/);
+    assert.match(errorOf(() => parseKnobsArg("kuhn", "boxes: 1")).message, /for sokoban, minesweeper, tictactoe, not kuhn/);
+    const cells = errorOf(() => parseKnobsArg("tictactoe", "cells: hex"));
+    assert.match(cells.message, /--knobs cells/);
+    assert.match(cells.message, /valid fields: cells/);
+    assert.deepEqual(parseKnobsArg("tictactoe", "cells: digits"), { tictactoe: { cells: "digits" } });
   });
 
   it("forwards knobs to the engines; the harder knobs lay over the training ones", async () => {
@@ -149,12 +153,12 @@ describe("difficulty knobs", () => {
       task: { sokoban: { roomSize: [7, 7], boxes: 1, minSteps: 3, maxSolSteps: 12, maxSteps: 20 } },
       eval: { harder: { trials: 4, sokoban: { boxes: 2 } } },
     });
-    const train = puzzleTaskOptions(c.game, c.task);
+    const train = taskKnobOptions(c.game, c.task);
     assert.deepEqual(train, {
       knobs: { roomSize: [7, 7], numBoxes: 1, minSteps: 3, maxSolSteps: 12 },
       maxSteps: 20,
     });
-    const harder = puzzleTaskOptions(c.game, c.task, c.eval.harder!);
+    const harder = taskKnobOptions(c.game, c.task, c.eval.harder!);
     assert.equal(harder.knobs?.numBoxes, 2);
     assert.deepEqual(harder.knobs?.roomSize, [7, 7]);
     const def = await loadTask("sokoban");
@@ -164,7 +168,7 @@ describe("difficulty knobs", () => {
     assert.equal(task.currentState.boxes.length, 1);
     const ms = validateConfig({ game: "minesweeper", task: { minesweeper: { rows: 5, cols: 7, mines: 4 } } });
     const mt = (await loadTask("minesweeper")).create(
-      puzzleTaskOptions("minesweeper", ms.task),
+      taskKnobOptions("minesweeper", ms.task),
     ) as MinesweeperTask;
     await mt.reset(Rng.seeded(1));
     assert.equal(mt.currentBoard.rows, 5);
@@ -179,7 +183,7 @@ describe("difficulty knobs", () => {
       { boxes: 1, minSteps: 3, maxSolSteps: 10 },
     ];
     for (const knobs of settings) {
-      const opts = puzzleTaskOptions("sokoban", { sokoban: knobs });
+      const opts = taskKnobOptions("sokoban", { sokoban: knobs });
       const lo = knobs.minSteps ?? 5;
       const hi = knobs.maxSolSteps ?? 21;
       for (let i = 0; i < 12; i++) {
@@ -246,7 +250,7 @@ describe("seed ranges", () => {
       sampling: { temperature: 1, topP: 1, topK: 0, maxTokens: 48, stop: [] },
       seed: 0,
       seedRange: HARDER_SEED_RANGE,
-      taskOptions: puzzleTaskOptions("minesweeper", { minesweeper: { mines: 5 } }),
+      taskOptions: taskKnobOptions("minesweeper", { minesweeper: { mines: 5 } }),
     });
     for (const t of res.trials) {
       assert.ok(t.taskSeed >= HARDER_SEED_RANGE[0] && t.taskSeed < HARDER_SEED_RANGE[1]);

@@ -14,7 +14,7 @@ import {
 import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { checkOpponentSpec } from "../../tasks/registry.js";
-import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
+import { parseKnobsArg, taskKnobOptions } from "../../train/config.js";
 import { parseFlags } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
@@ -102,13 +102,15 @@ export const command: Command = {
       throw new UsageError(`${g} is single-player and takes no --opponent`);
     const opponent = values.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[g];
     if (opponent !== undefined) checkOpponentSpec(g, opponent);
-    if (!puzzle && values.knobs !== undefined) throw new UsageError(`${g} takes no --knobs (puzzles only)`);
-    const knobs = !puzzle
+    const knobbed = puzzle || g === "tictactoe";
+    if (!knobbed && values.knobs !== undefined)
+      throw new UsageError(`${g} takes no --knobs (sokoban, minesweeper and tictactoe do)`);
+    const knobs = !knobbed
       ? undefined
       : values.knobs !== undefined
-        ? puzzleTaskOptions(g, parseKnobsArg(g, values.knobs))
+        ? taskKnobOptions(g, parseKnobsArg(g, values.knobs))
         : meta?.taskKnobs && typeof meta.taskKnobs === "object"
-          ? puzzleTaskOptions(g, meta.taskKnobs as Parameters<typeof puzzleTaskOptions>[1])
+          ? taskKnobOptions(g, meta.taskKnobs as Parameters<typeof taskKnobOptions>[1])
           : undefined;
     const style = values.style;
     if (style !== undefined && style !== "compact" && style !== "full") {

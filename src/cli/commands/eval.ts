@@ -16,13 +16,7 @@ import {
 import { checkOpponentSpec, loadTask, TASK_NAMES, type TaskDefinition } from "../../tasks/registry.js";
 import { openRemoteTask } from "../../tasks/remote.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
-import {
-  type MinesweeperKnobsConfig,
-  parseKnobsArg,
-  puzzleTaskOptions,
-  readConfigFile,
-  type SokobanKnobsConfig,
-} from "../../train/config.js";
+import { parseKnobsArg, readConfigFile, type TaskKnobs, taskKnobOptions } from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { REPORT_FILE } from "../../train/pretrain/run.js";
 import { parseFlags } from "../args.js";
@@ -38,8 +32,9 @@ const USAGE = [
   "          [--game remote --env-url URL --env-name NAME [--env-config JSON] [--env-api-key-env NAME]]",
   "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
   "          checkpoint trained on one remembers its server and environment",
-  '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 2" (sokoban) or "mines: 5" (minesweeper);',
-  "          default: the knobs the checkpoint trained with (else the reference's 6x6 levels)",
+  '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 2" (sokoban) or "mines: 5" (minesweeper),',
+  '          or TicTacToe\'s cell format, "cells: digits"; default: the knobs the checkpoint or warm start',
+  "          trained with (else the reference's 6x6 levels and (row, col) cells)",
   "  --harder: draw the levels from the harder set's seed range [2^32, 2^33) instead of [2^16, 2^32)",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
   "  --model: a Hugging Face model directory sampled by the PyTorch worker (e.g. a warm start of",
@@ -95,13 +90,22 @@ function trainingOpponents(
 
 /**
  * What a model directory says of how it plays: a warm start of `mage pretrain --backend torch`
- * records its game and was checked with compact prompts and 48-token replies; null otherwise.
+ * records its game and task knobs and was checked with compact prompts and 48-token replies;
+ * null otherwise.
  */
 function modelDirMeta(dir: string): Record<string, unknown> | null {
   const report = join(dir, REPORT_FILE);
   if (!existsSync(report)) return null;
-  const game = (JSON.parse(readFileSync(report, "utf8")) as { game?: unknown }).game;
-  return { ...(typeof game === "string" ? { game } : {}), promptStyle: "compact", maxResponseTokens: 48 };
+  const { game, taskKnobs } = JSON.parse(readFileSync(report, "utf8")) as {
+    game?: unknown;
+    taskKnobs?: unknown;
+  };
+  return {
+    ...(typeof game === "string" ? { game } : {}),
+    ...(taskKnobs && typeof taskKnobs === "object" ? { taskKnobs } : {}),
+    promptStyle: "compact",
+    maxResponseTokens: 48,
+  };
 }
 
 /** A Hugging Face model directory as a policy through the PyTorch worker. */
@@ -286,17 +290,18 @@ export const command: Command = {
       cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
     }
     let taskOptions = {};
-    if (!task.twoPlayer) {
-      let knobs: { sokoban?: SokobanKnobsConfig; minesweeper?: MinesweeperKnobsConfig } = {};
+    if (!task.twoPlayer || game === "tictactoe") {
+      let knobs: TaskKnobs = {};
       if (values.knobs !== undefined) knobs = parseKnobsArg(game, values.knobs);
-      else if (checkpointDir !== undefined) {
-        meta ??= await readCheckpointMeta(checkpointDir);
-        if (meta.taskKnobs && typeof meta.taskKnobs === "object") knobs = meta.taskKnobs as typeof knobs;
+      else {
+        if (checkpointDir !== undefined) meta ??= await readCheckpointMeta(checkpointDir);
+        if (meta?.taskKnobs && typeof meta.taskKnobs === "object") knobs = meta.taskKnobs as TaskKnobs;
       }
-      taskOptions = puzzleTaskOptions(game, knobs);
-    } else if (values.knobs !== undefined || values.harder) {
-      throw new UsageError(`${game} takes no --knobs or --harder (puzzles only)`);
+      taskOptions = taskKnobOptions(game, knobs);
     }
+    if (task.twoPlayer && values.harder) throw new UsageError(`${game} takes no --harder (puzzles only)`);
+    if (task.twoPlayer && game !== "tictactoe" && values.knobs !== undefined)
+      throw new UsageError(`${game} takes no --knobs (sokoban, minesweeper and tictactoe do)`);
     const resolvedCheckpoint = checkpointDir === undefined ? undefined : await checkpointArg(checkpointDir);
     const spec =
       modelDir !== undefined

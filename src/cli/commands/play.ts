@@ -14,7 +14,7 @@ import { TrialEnv } from "../../tasks/env.js";
 import { DIRECTIONS } from "../../tasks/parse.js";
 import { createTask, loadTask, TASKS } from "../../tasks/registry.js";
 import { PROMPT_STYLES, type PromptStyle, SEATS, type Seat } from "../../tasks/types.js";
-import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
+import { parseKnobsArg, taskKnobOptions } from "../../train/config.js";
 import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
@@ -22,7 +22,7 @@ const USAGE =
   "mage play --game tictactoe|kuhn|sokoban|minesweeper [--opponent SPEC] [--seed S] [--seat first|second] " +
   "[--attempts N] [--style full|compact] [--show-prompt] [--knobs YAML]\n" +
   "  --style: the prompt style whose board text is shown (the presets train with compact)\n" +
-  '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 3" (sokoban) or "mines: 5" (minesweeper)';
+  '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 3" (sokoban) or "mines: 5" (minesweeper); TicTacToe "cells: digits"';
 
 export interface PlayIo {
   input: Readable;
@@ -80,16 +80,10 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     throw new UsageError(`--opponent: ${game} is a single-player puzzle and has no opponent`);
   }
   if (!def.twoPlayer && seat !== undefined) throw new UsageError(`--seat: ${game} is a single-player puzzle`);
-  if (def.twoPlayer && values.knobs !== undefined)
-    throw new UsageError(`--knobs: ${game} has no difficulty knobs (puzzles only)`);
-  const task = await createTask(
-    game,
-    def.twoPlayer
-      ? { opponent: values.opponent, seat }
-      : values.knobs !== undefined
-        ? puzzleTaskOptions(game, parseKnobsArg(game, values.knobs))
-        : {},
-  );
+  if (def.twoPlayer && game !== "tictactoe" && values.knobs !== undefined)
+    throw new UsageError(`--knobs: ${game} has no knobs (sokoban, minesweeper and tictactoe do)`);
+  const knobs = values.knobs !== undefined ? taskKnobOptions(game, parseKnobsArg(game, values.knobs)) : {};
+  const task = await createTask(game, def.twoPlayer ? { ...knobs, opponent: values.opponent, seat } : knobs);
   // The board text the agent sees in this prompt style.
   const board = () => (style === "compact" ? task.compactObservation() : task.observation());
   const env = new TrialEnv(task, { style, reflectionType: "history_and_reflection" });

@@ -8,7 +8,7 @@ import { expectChoice, UsageError } from "../../core/errors.js";
 import { formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { PRESET_NAMES } from "../../model/config.js";
 import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
-import { parseKnobsArg, puzzleTaskOptions } from "../../train/config.js";
+import { parseKnobsArg, type TaskKnobs, taskKnobOptions } from "../../train/config.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import type { PretrainEvaluation } from "../../train/pretrain/evaluate.js";
 import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
@@ -25,17 +25,19 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--unlikelihood A] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
-  "  --unlikelihood: TicTacToe, weight of a term that pushes down the tokens of taken cells' answers (0: plain SFT)\n" +
+  "  --unlikelihood: TicTacToe, weight of a term that pushes down the tokens of taken cells' answers (0: plain SFT;\n" +
+  "    default 16 for TicTacToe)\n" +
+  '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair"\n' +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
   "  --epsilon: puzzles, share of the corpus player's moves that are random instead of the solver's\n" +
   "  --reflection-moves: Sokoban, most moves a corpus reflection lists, the rest counted (0: all)\n" +
   "  --heed-reflections: MineSweeper, later corpus attempts never reveal a cell an earlier reflection named a mine\n" +
-  '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"';
+  '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"; TicTacToe, "cells: digits"';
 
 function numberFlag(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -75,7 +77,6 @@ const EMBEDDED_ONLY_FLAGS = [
   "epsilon",
   "reflection-moves",
   "heed-reflections",
-  "knobs",
 ];
 const TORCH_ONLY_FLAGS = [
   "model",
@@ -118,6 +119,12 @@ function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
   return lines;
 }
 
+/** A line naming the task knobs a warm start played with, when it has any. */
+function knobsLines(knobs: TaskKnobs | undefined): string[] {
+  const set = Object.entries(knobs ?? {}).filter(([, k]) => k !== undefined && Object.keys(k).length > 0);
+  return set.map(([game, k]) => `  task     ${game} knobs ${JSON.stringify(k)}`);
+}
+
 /** The human-readable summary of a torch warm start's report. */
 export function formatTorchPretrainReport(r: TorchPretrainReport): string {
   const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -125,6 +132,7 @@ export function formatTorchPretrainReport(r: TorchPretrainReport): string {
   const lines = [
     `mage pretrain --game ${r.game} --backend torch: ${r.base.name} (${r.model.architecture}, ${r.model.parameters} parameters, ${r.model.lora ? `LoRA rank ${r.model.lora.rank}, ${r.model.trainableParameters} trainable` : "full fine-tuning"}), ${r.settings.device} ${r.settings.dtype}`,
     `  base     ${r.base.dir} (model.safetensors sha256 ${r.base.sha256 ?? "n/a"})`,
+    ...knobsLines(r.taskKnobs),
     `  corpus   ${r.corpus.trials} trials, ${r.corpus.tokens} tokens in the model's template (${r.corpus.scoredTokens} scored), ${r.corpus.playResponses} play answers (${r.corpus.malformed} malformed), ${r.corpus.reflections} reflections  [${sec(t.corpusMs + t.renderMs)}]`,
     `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [load ${sec(t.loadMs)}, sft ${sec(t.sftMs)}, export ${sec(t.saveMs)}]`,
   ];
@@ -236,7 +244,7 @@ export const command: Command = {
       reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
       heedReflections: values["heed-reflections"] ? true : undefined,
       ...(str("knobs") !== undefined
-        ? { taskOptions: puzzleTaskOptions(game, parseKnobsArg(game, str("knobs")!)) }
+        ? { taskOptions: taskKnobOptions(game, parseKnobsArg(game, str("knobs")!)) }
         : {}),
       contextLoss: values["answers-only"] ? false : undefined,
       progress: values.json ? null : process.stderr,
@@ -271,6 +279,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
     tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
     unlikelihood: weightFlag("unlikelihood", str("unlikelihood")),
+    ...(str("knobs") !== undefined ? { taskKnobs: parseKnobsArg(game, str("knobs")!) } : {}),
     dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
     device: str("device"),
     threads: intFlag("threads", str("threads"), { min: 0 }),

@@ -35,6 +35,12 @@ import { runTrials } from "../../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
 import { assignGroups, type PoolEntry } from "../../tasks/population.js";
 import { loadTask } from "../../tasks/registry.js";
+import {
+  allCellTexts,
+  cellFormatOfPrompt,
+  cellText,
+  type TicTacToeCellFormat,
+} from "../../tasks/tictactoe.js";
 import type { TaskOptions } from "../../tasks/types.js";
 
 export const PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
@@ -109,7 +115,7 @@ export interface CorpusOptions {
   reflectionMoves?: number;
   /** MineSweeper: later attempts never reveal a cell an earlier reflection named a mine (default false). */
   heedReflections?: boolean;
-  /** Puzzles: difficulty knobs of the levels (`puzzleTaskOptions`). */
+  /** Puzzles: difficulty knobs of the levels (`taskKnobOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 
@@ -126,7 +132,7 @@ export function answerChoices(
   const player = PLAYERS[game];
   if (!player.answerSet) return null;
   const legal = new Set(player.legal(messages));
-  const illegal = player.answerSet.filter((a) => !legal.has(a));
+  const illegal = player.answerSet(messages).filter((a) => !legal.has(a));
   if (illegal.length === 0) return null;
   const tag = (a: string) => `<action>${a}</action>`;
   return { legal: [...legal].map(tag), illegal: illegal.map(tag) };
@@ -230,7 +236,7 @@ interface GamePlayer {
   /** Whether `skilled` can heed reflections (the games that can say what a reflection warns of). */
   heedsReflections?: boolean;
   /** Every tag content a play answer could name, legal or not, where that set is small (TicTacToe's cells). */
-  answerSet?: readonly string[];
+  answerSet?(messages: readonly ChatMessage[]): readonly string[];
 }
 
 function playerBehaviour(
@@ -343,37 +349,58 @@ function isEmptyCell(m: string): boolean {
   return m !== "X" && m !== "O";
 }
 
-function cellsWhere(board: string[][], mark: (m: string) => boolean): string[] {
+/** The cell format the trial's prompt asks for (its rules, in the first messages). */
+function promptCellFormat(messages: readonly ChatMessage[]): TicTacToeCellFormat {
+  return cellFormatOfPrompt(
+    messages
+      .slice(0, 2)
+      .map((m) => m.content)
+      .join("\n"),
+  );
+}
+
+function cellsWhere(board: string[][], mark: (m: string) => boolean, format: TicTacToeCellFormat): string[] {
   const out: string[] = [];
-  for (let r = 0; r < 3; r++)
-    for (let c = 0; c < 3; c++) if (mark(board[r][c])) out.push(`(${r + 1}, ${c + 1})`);
+  for (let cell = 0; cell < 9; cell++)
+    if (mark(board[Math.floor(cell / 3)][cell % 3])) out.push(cellText(cell, format));
   return out;
 }
 
-const TICTACTOE_ANSWERS = [1, 2, 3].flatMap((r) => [1, 2, 3].map((c) => `(${r}, ${c})`));
+/** "(2, 3)" as its digits, "23" (the digits format of the same cell). */
+function cellDigits(pair: string): string {
+  return pair.replace(/[^0-9]/g, "");
+}
+
+/** An opponent's move as the compact feedback writes it ("Opp: (2, 3)." or "Opp: 23."). */
+const OPP_MOVE = /Opp: (\(\d, \d\)|\d\d)/g;
 
 const tictactoePlayer: GamePlayer = {
-  answerSet: TICTACTOE_ANSWERS,
+  answerSet: (messages) => allCellTexts(promptCellFormat(messages)),
   legal(messages) {
     const board = tictactoeBoard(lastUserMessage(messages));
     if (!board) throw new Error("scripted TicTacToe player: no board in the prompt");
-    return cellsWhere(board, isEmptyCell);
+    return cellsWhere(board, isEmptyCell, promptCellFormat(messages));
   },
   tactical(messages) {
     const compact = tictactoeBoard(lastUserMessage(messages));
     if (!compact) return [];
     const board = compact.map((row) => row.map((m) => (isEmptyCell(m) ? "." : m)));
     const wins = completingCells(board, "X");
-    return [...(wins.size > 0 ? wins : completingCells(board, "O"))].sort();
+    const format = promptCellFormat(messages);
+    return [...(wins.size > 0 ? wins : completingCells(board, "O"))]
+      .map((c) => (format === "digits" ? cellDigits(c) : c))
+      .sort();
   },
   malformed: {
     "no-tags": (legal, _m, rng) => rng.pick(legal),
     unclosed: (legal, _m, rng) => `<action>${rng.pick(legal)}`,
-    "off-board": (_l, _m, rng) =>
-      `<action>${rng.pick(["(4, 1)", "(0, 2)", "(2, 4)", "(3, 0)", "(4, 4)"])}</action>`,
+    "off-board": (_l, messages, rng) => {
+      const cell = rng.pick(["(4, 1)", "(0, 2)", "(2, 4)", "(3, 0)", "(4, 4)"]);
+      return `<action>${promptCellFormat(messages) === "digits" ? cellDigits(cell) : cell}</action>`;
+    },
     occupied: (_l, messages, rng) => {
       const board = tictactoeBoard(lastUserMessage(messages));
-      const taken = board ? cellsWhere(board, (m) => !isEmptyCell(m)) : [];
+      const taken = board ? cellsWhere(board, (m) => !isEmptyCell(m), promptCellFormat(messages)) : [];
       return `<action>${taken.length > 0 ? rng.pick(taken) : "(4, 2)"}</action>`;
     },
     "wrong-word": (_l, _m, rng) => `<action>${rng.pick(["center", "corner", "2 3", "middle"])}</action>`,
@@ -384,10 +411,10 @@ const tictactoePlayer: GamePlayer = {
     const mine = validMoves(view);
     const theirs: string[] = [];
     for (const text of [...view.turns.map((t) => t.after), end[0] ?? ""]) {
-      for (const m of text.matchAll(/Opp: (\(\d, \d\))/g)) theirs.push(m[1]);
+      for (const m of text.matchAll(OPP_MOVE)) theirs.push(m[1]);
     }
     const openBoard = tictactoeBoard(view.lead);
-    const opening = openBoard ? cellsWhere(openBoard, (m) => m === "O") : [];
+    const opening = openBoard ? cellsWhere(openBoard, (m) => m === "O", promptCellFormat(messages)) : [];
     const opp = [...opening, ...theirs.filter((c, i) => theirs.indexOf(c) === i)];
     const result = outcomeLine(end);
     const line = end.some((l) => l.includes("three in a row") || l.includes("Three in a row"))
@@ -763,11 +790,10 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
     }),
   );
   const makeTask = (s: TrialSpec) =>
-    def.create(
-      def.twoPlayer
-        ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }
-        : (opts.taskOptions ?? {}),
-    );
+    def.create({
+      ...(opts.taskOptions ?? {}),
+      ...(def.twoPlayer ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined } : {}),
+    });
   const records = new Map<number, TrialRecord>();
   for (const hindsight of [false, true]) {
     const part = specs.filter((_, i) => withHindsight[i] === hindsight);

@@ -29,6 +29,7 @@ import type { Row, TrialSpec } from "../../rollout/types.js";
 import { TrialEnv } from "../../tasks/env.js";
 import { assignGroups } from "../../tasks/population.js";
 import { loadTask } from "../../tasks/registry.js";
+import { allCellTexts, tictactoeCellFormat } from "../../tasks/tictactoe.js";
 import type { Seat, TaskOptions } from "../../tasks/types.js";
 import { checkPretrainGame, DEFAULT_POOLS, type PretrainGame } from "./corpus.js";
 
@@ -156,14 +157,19 @@ interface OpeningState {
   card?: string;
 }
 
-const TICTACTOE_CELLS = [1, 2, 3].flatMap((r) => [1, 2, 3].map((c) => `(${r}, ${c})`));
-
-/** The distinct first-decision prompts of attempt 1 that the evaluation scores. */
-export async function openingStates(game: PretrainGame): Promise<OpeningState[]> {
+/**
+ * The distinct first-decision prompts of attempt 1 that the evaluation scores; `taskOptions` holds
+ * TicTacToe's cell format, which both the prompt and the candidate answers follow.
+ */
+export async function openingStates(
+  game: PretrainGame,
+  taskOptions: Pick<TaskOptions, "knobs"> = {},
+): Promise<OpeningState[]> {
   const def = await loadTask(game);
   const out = new Map<string, OpeningState>();
+  const cells = game === "tictactoe" ? allCellTexts(tictactoeCellFormat(taskOptions.knobs)) : [];
   const observe = async (seat: Seat | null, opponent: string | undefined, seed: number) => {
-    const task = def.create(def.twoPlayer ? { opponent, seat: seat ?? undefined } : {});
+    const task = def.create(def.twoPlayer ? { ...taskOptions, opponent, seat: seat ?? undefined } : {});
     const env = new TrialEnv(task, { style: "compact", reflectionType: "reflection_only" });
     await env.reset(Rng.seeded("pretrain-openings").derive(game, seed));
     const messages = env.messages("play");
@@ -171,7 +177,7 @@ export async function openingStates(game: PretrainGame): Promise<OpeningState[]>
     const key = `${seat}|${state}`;
     if (!out.has(key)) {
       const card = game === "kuhn" ? /Card: ([JQK])\./.exec(state)?.[1] : undefined;
-      const candidates = game === "kuhn" ? ["PASS", "BET"] : TICTACTOE_CELLS;
+      const candidates = game === "kuhn" ? ["PASS", "BET"] : cells;
       out.set(key, { seat, messages, state, candidates, ...(card ? { card } : {}) });
     }
   };
@@ -193,9 +199,10 @@ export async function openingStates(game: PretrainGame): Promise<OpeningState[]>
 export async function firstDecisionEntropy(
   game: PretrainGame,
   scoreAnswers: AnswerScorer,
+  taskOptions: Pick<TaskOptions, "knobs"> = {},
 ): Promise<FirstDecisionState[]> {
   const out: FirstDecisionState[] = [];
-  for (const s of await openingStates(game)) {
+  for (const s of await openingStates(game, taskOptions)) {
     const p = await scoreAnswers(s.messages, s.candidates);
     const mass = p.reduce((a, b) => a + b, 0);
     const q = p.map((x) => (mass > 0 ? x / mass : 0));
@@ -305,11 +312,10 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
   const records = await runTrials(
     specs,
     (s) =>
-      def.create(
-        def.twoPlayer
-          ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined }
-          : (opts.taskOptions ?? {}),
-      ),
+      def.create({
+        ...(opts.taskOptions ?? {}),
+        ...(def.twoPlayer ? { opponent: s.opponent ?? undefined, seat: s.seat ?? undefined } : {}),
+      }),
     opts.policy,
     opts.rng.derive("run"),
     {
@@ -331,6 +337,7 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
     if (r.valid) continue;
     const reason = (r.invalidReason ?? "unknown")
       .replace(/\(\d+, \d+\)/g, "(r, c)")
+      .replace(/^cell \d\d is/, "cell rc is")
       .replace(/"[^"]*"/g, '"…"');
     invalidReasons[reason] = (invalidReasons[reason] ?? 0) + 1;
   }
@@ -341,7 +348,9 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
   const validPlay = play.filter((r) => r.valid).length;
   const validRemarks = reflect.filter((r) => r.valid).length;
   const states =
-    game === "kuhn" || game === "tictactoe" ? await firstDecisionEntropy(game, opts.scoreAnswers) : [];
+    game === "kuhn" || game === "tictactoe"
+      ? await firstDecisionEntropy(game, opts.scoreAnswers, opts.taskOptions)
+      : [];
   const entropy: EntropyReport = {
     states,
     bySeat: averageBySeat(states),
