@@ -128,8 +128,9 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
   },
   // 60 checks, as the embedded TicTacToe default: a trial costs ~10 samples of up to 600-token
   // prompts, and 200 would take 30 of the 20 minutes alone (docs/design.md).
-  // Cells written as digits, 32 steps and the unlikelihood term at 16: 97.6% legal answers where
-  // `(r, c)` answers and plain SFT gave 62-66% (docs/design.md, "TicTacToe cells as digits").
+  // Cells written as digits, 32 steps, the unlikelihood term at 16 and play answers weighted as
+  // reflections: 98.5% legal answers and 95.2% remarks on a probe, where `(r, c)` answers and
+  // plain SFT gave 62-66% legal (docs/design.md, "TicTacToe cells as digits").
   tictactoe: {
     ...SHARED_TORCH_SETTINGS,
     steps: 32,
@@ -137,7 +138,7 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     batchTokens: 1536,
     corpusTrials: 200,
     evalTrials: 60,
-    actionWeight: 4,
+    actionWeight: 1,
     unlikelihood: 16,
   },
 };
