@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { formatChecks } from "../../src/cli/commands/pretrain.js";
 import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import { extractTag } from "../../src/core/tags.js";
@@ -15,7 +16,7 @@ import { cellFormatOfPrompt, TicTacToeTask, tictactoeCellFormat } from "../../sr
 import { checkBaseKnobs } from "../../src/train/base-knobs.js";
 import { taskKnobOptions, validateConfig } from "../../src/train/config.js";
 import { answerChoices, buildCorpus } from "../../src/train/pretrain/corpus.js";
-import { openingStates } from "../../src/train/pretrain/evaluate.js";
+import { openingStates, type PretrainEvaluation } from "../../src/train/pretrain/evaluate.js";
 import { resolveTorchKnobs } from "../../src/train/pretrain/torch-run.js";
 
 const ALL = [0, 1, 2, 3, 4, 5, 6, 7, 8];
@@ -120,6 +121,27 @@ describe("TicTacToe cells as digits (task.tictactoe.cells)", () => {
     assert.equal(cellFormatOfPrompt(digits.messages.map((m) => m.content).join("\n")), "digits");
     const [pair] = await openingStates("tictactoe");
     assert.equal(pair.candidates[5], "(2, 3)");
+  });
+
+  it("the checks warn when the scored first answers are not the ones the model gives", () => {
+    const evaluation = (mass: number) =>
+      ({
+        trials: 1,
+        playAnswers: 1,
+        validPlayAnswers: 1,
+        reflections: 1,
+        validRemarks: 1,
+        targets: [],
+        invalidReasons: {},
+        entropy: {
+          states: [{ seat: "first", state: "", probs: {}, mass, bits: 2 }],
+          bySeat: {},
+          sampledBySeat: {},
+        },
+      }) as unknown as PretrainEvaluation;
+    const low = formatChecks(evaluation(1.2e-11), 0).join("\n");
+    assert.match(low, /warning: at 1 opening\(s\) the scored answers hold only 1\.2e-11/);
+    assert.doesNotMatch(formatChecks(evaluation(0.97), 0).join("\n"), /warning/);
   });
 
   it("counts one-move tactics whichever format a move was logged in", () => {

@@ -102,8 +102,14 @@ function checkBackendFlags(backend: (typeof BACKENDS)[number], values: Record<st
   );
 }
 
+/**
+ * Below this probability mass of the canonical answers, an opening's exact entropy is over answers
+ * the model seldom gives (a probe once scored `(r, c)` answers of a model that answers `23`).
+ */
+const LOW_CANDIDATE_MASS = 0.5;
+
 /** The sampled checks' lines, shared by both backends' summaries. */
-function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
+export function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
   const lines = [
     `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid  [${(evalMs / 1000).toFixed(1)} s]`,
   ];
@@ -112,6 +118,11 @@ function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
     .map(([seat, b]) => `${seat} ${b.toFixed(2)}`)
     .join(", ");
   if (sampled) lines.push(`    sampled first-answer entropy (bits, plug-in): ${sampled}`);
+  const low = e.entropy.states.filter((s) => s.mass < LOW_CANDIDATE_MASS);
+  if (low.length > 0)
+    lines.push(
+      `    warning: at ${low.length} opening(s) the scored answers hold only ${Math.min(...low.map((s) => s.mass)).toPrecision(2)} of the first decision's probability, so its entropy describes answers the model seldom gives`,
+    );
   if (e.tactics) lines.push(`    one-move tactics in the sampled play: ${formatTactics(e.tactics)}`);
   const reasons = Object.entries(e.invalidReasons);
   if (reasons.length > 0)
