@@ -140,7 +140,10 @@ describe("difficulty knobs", () => {
     }
     const flag = errorOf(() => parseKnobsArg("sokoban", "boxes: -1"));
     assert.match(flag.message, /--knobs boxes/);
-    assert.match(errorOf(() => parseKnobsArg("kuhn", "boxes: 1")).message, /for sokoban, minesweeper, tictactoe, not kuhn/);
+    assert.match(
+      errorOf(() => parseKnobsArg("kuhn", "boxes: 1")).message,
+      /for sokoban, minesweeper, tictactoe, not kuhn/,
+    );
     const cells = errorOf(() => parseKnobsArg("tictactoe", "cells: hex"));
     assert.match(cells.message, /--knobs cells/);
     assert.match(cells.message, /valid fields: cells/);
