@@ -70,7 +70,7 @@ export interface DiversityOptions {
   policyLabel?: string;
   maxBatch?: number;
   concurrency?: number;
-  /** Puzzles: difficulty knobs of the levels (`taskKnobOptions`). */
+  /** Task knobs: the puzzles' difficulty, TicTacToe's cell format (`taskKnobOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 

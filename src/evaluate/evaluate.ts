@@ -36,7 +36,7 @@ export interface EvalOptions {
   replayOpponent?: boolean;
   /** When a trial outgrows the model's context: stop it (default) or drop the oldest attempts from the prompt. */
   contextOverflow?: ContextOverflow;
-  /** Puzzle difficulty knobs for the task constructor (`taskKnobOptions`). */
+  /** Task knobs for the task constructor: puzzle difficulty, TicTacToe's cells (`taskKnobOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
   /** Task seeds' range (default HELD_OUT_SEED_RANGE; the harder set uses HARDER_SEED_RANGE). */
   seedRange?: readonly [number, number];

@@ -115,7 +115,7 @@ export interface CorpusOptions {
   reflectionMoves?: number;
   /** MineSweeper: later attempts never reveal a cell an earlier reflection named a mine (default false). */
   heedReflections?: boolean;
-  /** Puzzles: difficulty knobs of the levels (`taskKnobOptions`). */
+  /** Task knobs: the puzzles' difficulty, TicTacToe's cell format (`taskKnobOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 

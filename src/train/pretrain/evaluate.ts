@@ -276,7 +276,7 @@ function sampledEntropy(game: PretrainGame, rows: readonly Row[]) {
 // the whole evaluation
 
 export interface EvaluateOptions {
-  /** Puzzles: difficulty knobs of the sampled trials' levels. */
+  /** Task knobs of the sampled trials and the scored openings: the puzzles' difficulty, TicTacToe's cells. */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
   game: string;
   /** The sampling policy under test. */

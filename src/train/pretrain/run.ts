@@ -144,7 +144,7 @@ export interface PretrainOptions extends Partial<PretrainSettings> {
   progress?: NodeJS.WriteStream | null;
   /** Skip the sampled checks (tests of the training path only). */
   skipEvaluation?: boolean;
-  /** Puzzles: difficulty knobs of the corpus's and the checks' levels (`taskKnobOptions`). */
+  /** Task knobs of the corpus and the checks: the puzzles' difficulty, TicTacToe's cell format (`taskKnobOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 
