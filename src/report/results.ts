@@ -1009,7 +1009,9 @@ function runsTable(ctx: Ctx, e: Experiment): void {
         String(s.seed),
         gameTitle(s.game),
         ...(model ? [model.cell(s)] : []),
-        st?.status && st.status !== "pending" && st.status !== "running" ? st.status : "done",
+        // A run with a summary is done; "skipped" in experiment.json only says that the grid's
+        // last invocation found it done and did not rerun it.
+        st?.status === "failed" ? "failed" : "done",
         `${s.iterationsDone}/${s.config?.train?.iterations ?? "?"}`,
         formatDuration(wallOf(s)),
         s.pretrainSeconds > 0 ? formatDuration(s.pretrainSeconds) : DASH,

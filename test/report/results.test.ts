@@ -408,6 +408,29 @@ describe("results document", () => {
     assert.ok(!md.includes("NaN"));
   });
 
+  it("lists a run that an earlier invocation finished as done, and one without a summary by its status", () => {
+    const e = experimentOf("kuhn-main", { mage: { gain: 0.12, final: 0.01 } });
+    e.runs = e.runs.filter((r) => r.summary.seed !== 2);
+    e.info = {
+      name: "kuhn-main",
+      runs: [
+        { method: "mage", seed: 0, status: "skipped", wallSeconds: 300 },
+        { method: "mage", seed: 1, status: "done", wallSeconds: 310 },
+        { method: "mage", seed: 2, status: "pending" },
+      ],
+    } as Experiment["info"];
+    const md = buildResults([e], { plotsLink: "." }).markdown;
+    const runs = md
+      .slice(md.indexOf("### Runs"))
+      .split("\n")
+      .filter((l) => l.startsWith("| mage |"));
+    assert.equal(runs.length, 3);
+    assert.match(runs[0], /^\| mage \| 0 \| .* \| done \|/);
+    assert.match(runs[1], /^\| mage \| 1 \| .* \| done \|/);
+    assert.match(runs[2], /^\| mage \| 2 \| .* \| pending \|/);
+    assert.ok(!runs.join("\n").includes("skipped"));
+  });
+
   it("shows, for games scored by success, how each attempt ended among the trials that played it", () => {
     // Per seed: 100 trials won at once, 50 won at attempt 2 after a draw, 850 drawn three times.
     const outcomes = { W1: 100, "D0 W1": 50, "D0 D0 D0": 850 };
