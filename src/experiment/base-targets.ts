@@ -4,9 +4,7 @@
  * check (a base slightly under a target can still be trained, and a grid in flight should not lose
  * a seed to it), but it says so in its log, in experiment.json and in `mage report`.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { REPORT_FILE } from "../train/pretrain/run.js";
+import { readPretrainReport } from "../train/pretrain/run.js";
 import { parseTargetValue, type TargetValue } from "../train/pretrain/target-text.js";
 
 export interface BaseTargets {
@@ -16,14 +14,7 @@ export interface BaseTargets {
 
 /** The targets of the base in `dir`, or null when it has no report or the report holds no targets. */
 export function readBaseTargets(dir: string): BaseTargets | null {
-  const file = join(dir, REPORT_FILE);
-  if (!existsSync(file)) return null;
-  let report: unknown;
-  try {
-    report = JSON.parse(readFileSync(file, "utf8"));
-  } catch {
-    return null;
-  }
+  const report = readPretrainReport(dir);
   const targets = (report as { evaluation?: { targets?: unknown } } | null)?.evaluation?.targets;
   if (!Array.isArray(targets)) return null;
   const missed = targets

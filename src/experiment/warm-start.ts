@@ -1,10 +1,9 @@
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
 import type { MageConfig } from "../train/config.js";
-import { REPORT_FILE } from "../train/pretrain/run.js";
+import { readPretrainReport } from "../train/pretrain/run.js";
 import {
   TORCH_DTYPES,
   TORCH_PRETRAIN_DEFAULTS,
@@ -117,14 +116,8 @@ export function warmStartArgs(
 
 /** True once a warm start finished, checks included (its report is written before and after them). */
 export function warmStartDone(dir: string): boolean {
-  const file = join(dir, REPORT_FILE);
-  if (!existsSync(file)) return false;
-  try {
-    const report = JSON.parse(readFileSync(file, "utf8")) as { evaluation?: unknown };
-    return report.evaluation !== null && report.evaluation !== undefined;
-  } catch {
-    return false;
-  }
+  const report = readPretrainReport(dir) as { evaluation?: unknown } | null;
+  return report?.evaluation !== null && report?.evaluation !== undefined;
 }
 
 function torchGame(config: MageConfig): (typeof TORCH_PRETRAIN_GAMES)[number] {

@@ -11,6 +11,7 @@
  * - Sokoban: 1 to `maxMoves` of `up|down|left|right`, separated by commas and/or spaces.
  */
 import { extractTag } from "../core/tags.js";
+import type { TicTacToeCellFormat } from "./tictactoe.js";
 
 export type Parsed<T> = { ok: true; move: T } | { ok: false; reason: string };
 
@@ -63,7 +64,7 @@ function parseDigitsCell(response: string): Parsed<Cell> {
 export function parseTicTacToeMove(
   response: string,
   free: readonly number[],
-  format: "pair" | "digits" = "pair",
+  format: TicTacToeCellFormat = "pair",
 ): Parsed<number> {
   const c = format === "digits" ? parseDigitsCell(response) : parseCell(response, 3, 3);
   if (!c.ok) return c;

@@ -2,25 +2,15 @@
  * A real model's warm start plays with task knobs (TicTacToe's cell format) that its report
  * records; a run whose config asks for other ones would prompt it in a format it never learned.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import { UsageError } from "../core/errors.js";
 import type { MageConfig } from "./config.js";
-import { REPORT_FILE } from "./pretrain/run.js";
+import { readPretrainReport } from "./pretrain/run.js";
 
 /** The cell format a warm-started model directory learned, or null when its report names none. */
 export function warmStartCells(dir: string): string | null {
-  const file = join(dir, REPORT_FILE);
-  if (!existsSync(file)) return null;
-  try {
-    const report = JSON.parse(readFileSync(file, "utf8")) as {
-      taskKnobs?: { tictactoe?: { cells?: unknown } };
-    };
-    const cells = report.taskKnobs?.tictactoe?.cells;
-    return typeof cells === "string" ? cells : null;
-  } catch {
-    return null;
-  }
+  const report = readPretrainReport(dir) as { taskKnobs?: { tictactoe?: { cells?: unknown } } } | null;
+  const cells = report?.taskKnobs?.tictactoe?.cells;
+  return typeof cells === "string" ? cells : null;
 }
 
 /** Throws a UsageError naming `task.tictactoe.cells` when it differs from the base model's. */

@@ -14,7 +14,7 @@ import {
 import { readCheckpointMeta } from "../../model/checkpoint.js";
 import { openPolicy } from "../../policy/factory.js";
 import { checkOpponentSpec } from "../../tasks/registry.js";
-import { parseKnobsArg, taskKnobOptions } from "../../train/config.js";
+import { KNOB_GAMES, parseKnobsArg, taskKnobOptions } from "../../train/config.js";
 import { parseFlags } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
@@ -102,16 +102,14 @@ export const command: Command = {
       throw new UsageError(`${g} is single-player and takes no --opponent`);
     const opponent = values.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[g];
     if (opponent !== undefined) checkOpponentSpec(g, opponent);
-    const knobbed = puzzle || g === "tictactoe";
-    if (!knobbed && values.knobs !== undefined)
-      throw new UsageError(`${g} takes no --knobs (sokoban, minesweeper and tictactoe do)`);
-    const knobs = !knobbed
-      ? undefined
-      : values.knobs !== undefined
+    const knobs =
+      values.knobs !== undefined
         ? taskKnobOptions(g, parseKnobsArg(g, values.knobs))
-        : meta?.taskKnobs && typeof meta.taskKnobs === "object"
-          ? taskKnobOptions(g, meta.taskKnobs as Parameters<typeof taskKnobOptions>[1])
-          : undefined;
+        : !(KNOB_GAMES as readonly string[]).includes(g)
+          ? undefined
+          : meta?.taskKnobs && typeof meta.taskKnobs === "object"
+            ? taskKnobOptions(g, meta.taskKnobs as Parameters<typeof taskKnobOptions>[1])
+            : undefined;
     const style = values.style;
     if (style !== undefined && style !== "compact" && style !== "full") {
       throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);

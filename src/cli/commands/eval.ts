@@ -16,7 +16,13 @@ import {
 import { checkOpponentSpec, loadTask, TASK_NAMES, type TaskDefinition } from "../../tasks/registry.js";
 import { openRemoteTask } from "../../tasks/remote.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
-import { parseKnobsArg, readConfigFile, type TaskKnobs, taskKnobOptions } from "../../train/config.js";
+import {
+  KNOB_GAMES,
+  parseKnobsArg,
+  readConfigFile,
+  type TaskKnobs,
+  taskKnobOptions,
+} from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { REPORT_FILE } from "../../train/pretrain/run.js";
 import { parseFlags } from "../args.js";
@@ -289,19 +295,15 @@ export const command: Command = {
       const known = seen ?? new Set<string>();
       cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
     }
-    let taskOptions = {};
-    if (!task.twoPlayer || game === "tictactoe") {
-      let knobs: TaskKnobs = {};
-      if (values.knobs !== undefined) knobs = parseKnobsArg(game, values.knobs);
-      else {
-        if (checkpointDir !== undefined) meta ??= await readCheckpointMeta(checkpointDir);
-        if (meta?.taskKnobs && typeof meta.taskKnobs === "object") knobs = meta.taskKnobs as TaskKnobs;
-      }
-      taskOptions = taskKnobOptions(game, knobs);
+    // parseKnobsArg refuses --knobs for a game without knobs; taskKnobOptions gives {} for one.
+    let knobs: TaskKnobs = {};
+    if (values.knobs !== undefined) knobs = parseKnobsArg(game, values.knobs);
+    else if ((KNOB_GAMES as readonly string[]).includes(game)) {
+      if (checkpointDir !== undefined) meta ??= await readCheckpointMeta(checkpointDir);
+      if (meta?.taskKnobs && typeof meta.taskKnobs === "object") knobs = meta.taskKnobs as TaskKnobs;
     }
+    const taskOptions = taskKnobOptions(game, knobs);
     if (task.twoPlayer && values.harder) throw new UsageError(`${game} takes no --harder (puzzles only)`);
-    if (task.twoPlayer && game !== "tictactoe" && values.knobs !== undefined)
-      throw new UsageError(`${game} takes no --knobs (sokoban, minesweeper and tictactoe do)`);
     const resolvedCheckpoint = checkpointDir === undefined ? undefined : await checkpointArg(checkpointDir);
     const spec =
       modelDir !== undefined

@@ -80,8 +80,6 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
     throw new UsageError(`--opponent: ${game} is a single-player puzzle and has no opponent`);
   }
   if (!def.twoPlayer && seat !== undefined) throw new UsageError(`--seat: ${game} is a single-player puzzle`);
-  if (def.twoPlayer && game !== "tictactoe" && values.knobs !== undefined)
-    throw new UsageError(`--knobs: ${game} has no knobs (sokoban, minesweeper and tictactoe do)`);
   const knobs = values.knobs !== undefined ? taskKnobOptions(game, parseKnobsArg(game, values.knobs)) : {};
   const task = await createTask(game, def.twoPlayer ? { ...knobs, opponent: values.opponent, seat } : knobs);
   // The board text the agent sees in this prompt style.
