@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { basename, join } from "node:path";
+import { basename } from "node:path";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
 import type { MageConfig } from "../train/config.js";
