@@ -39,7 +39,7 @@ import {
   table,
 } from "./markdown.js";
 import { isTorchRun, modelColumn } from "./model.js";
-import { isRealModelGame, realKuhnGrid } from "./real-targets.js";
+import { isRealModelGame, realGrids } from "./real-targets.js";
 import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
 import { computeTargets, kuhnBestPossible, mainExperiment, type TargetLine } from "./targets.js";
 
@@ -312,8 +312,8 @@ function targetsSection(lines: readonly TargetLine[], all: readonly ExperimentGa
     .map((game) => [game, mainExperiment(embedded, game)?.experiment.name] as const)
     .filter((x): x is readonly [string, string] => x[1] !== undefined)
     .map(([game, name]) => `${gameTitle(game)} from \`${name}\``);
-  const real = realKuhnGrid(all);
-  if (real) sources.push(`Kuhn poker on a real LLM from \`${real.experiment.name}\``);
+  for (const { spec, grid } of realGrids(all))
+    sources.push(`${gameTitle(spec.game)} on a real LLM from \`${grid.experiment.name}\``);
   out.push(
     `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries` +
       `${sources.length > 0 ? ` of the main comparison: ${sources.join(", ")}` : ""}. ` +

@@ -17,7 +17,7 @@ import {
 } from "./compare.js";
 import type { DiversityFile } from "./experiments.js";
 import { formatPercent, formatScore } from "./markdown.js";
-import { isRealModelGame, realKuhnTargets } from "./real-targets.js";
+import { isRealModelGame, realTargets } from "./real-targets.js";
 
 /**
  * The targets of the results issue, each computed from the data: met, missed, or not run (the
@@ -495,6 +495,6 @@ export function computeTargets(input: TargetInput): TargetLine[] {
     ...kuhnTargets(input.bootstrap, embedded, input.diversity, best),
     ...tictactoeTargets(input.bootstrap, embedded, input.diversity),
     ...PUZZLE_GAMES.flatMap((g) => puzzleTargets(input.bootstrap, embedded, g)),
-    ...realKuhnTargets(input.bootstrap, input.games.filter(isRealModelGame)),
+    ...realTargets(input.bootstrap, input.games.filter(isRealModelGame)),
   ];
 }

@@ -704,4 +704,47 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
     const lines = targets([experimentOf("main", { mage: { gain: 0.15, final: 0.02 } })]);
     assert.equal(realVerdict(lines, /MAGE in-trial gain > 0/).verdict, "not run");
   });
+
+  /** The Kuhn grid's numbers moved to TicTacToe's cells: MCTS-100 first, scaling vs preferred:1. */
+  const asTicTacToe = (e: Experiment): Experiment => {
+    const move = (c: CellResult, to: string): CellResult => ({ ...c, opponent: to, seat: "first" });
+    return {
+      ...e,
+      name: "tictactoe-real-main",
+      runs: e.runs.map((r) => {
+        const s = r.summary;
+        const finalEval = s.finalEval && {
+          ...s.finalEval,
+          cells: s.finalEval.cells.map((c) => move(c, "mcts:100")),
+        };
+        const scalingEval = s.scalingEval && {
+          ...s.scalingEval,
+          cells: s.scalingEval.cells.map((c) => move(c, "preferred:1")),
+        };
+        return { ...r, summary: { ...s, game: "tictactoe", finalEval, scalingEval } };
+      }),
+    };
+  };
+  const tttVerdict = (lines: TargetLine[], match: RegExp) =>
+    verdict(
+      lines.filter((l) => l.game === "tictactoe (real LLM)"),
+      match,
+    );
+
+  it("computes TicTacToe's at MCTS-100 (agent first), scaling at preferred:1, apart from Kuhn's", () => {
+    const lines = targets([asTicTacToe(realGrid(0.2, -0.3))]);
+    assert.equal(tttVerdict(lines, /vs mcts:100, agent first: MAGE in-trial gain > 0/).verdict, "met");
+    assert.equal(tttVerdict(lines, /single-episode RL.*vs grpo/).verdict, "met");
+    assert.equal(tttVerdict(lines, /MAGE final score ≥ the warm-started base's/).verdict, "met");
+    const scaling = tttVerdict(lines, /scaling vs preferred:1 \(agent first\).*attempt 5/);
+    assert.equal(scaling.verdict, "met");
+    assert.match(scaling.measured, /MAGE − GRPO score@5/);
+    // Neither Kuhn's real-model targets nor the stand-in's TicTacToe targets read it.
+    assert.equal(realVerdict(lines, /MAGE in-trial gain > 0/).verdict, "not run");
+    const standIn = lines.filter((l) => l.game === "tictactoe" && l.verdict !== "not run");
+    assert.deepEqual(standIn, []);
+    const missed = targets([asTicTacToe(realGrid(0.01, 0.0))]);
+    assert.equal(tttVerdict(missed, /single-episode RL.*vs grpo/).verdict, "missed");
+    assert.equal(tttVerdict(missed, /warm-started base's/).verdict, "missed");
+  });
 });
