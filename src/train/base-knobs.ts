@@ -1,22 +1,42 @@
 /**
- * A real model's warm start plays with task knobs (TicTacToe's cell format) that its report
- * records; a run whose config asks for other ones would prompt it in a format it never learned.
+ * A base model's warm start plays with task knobs (TicTacToe's cell format) that its report or
+ * checkpoint records; a run whose config asks for other ones would prompt it in a format it never
+ * learned.
  */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { UsageError } from "../core/errors.js";
+import { CHECKPOINT_FILES } from "../model/checkpoint.js";
 import type { MageConfig } from "./config.js";
 import { readPretrainReport } from "./pretrain/run.js";
 
-/** The cell format a warm-started model directory learned, or null when its report names none. */
+type WithKnobs = { taskKnobs?: { tictactoe?: { cells?: unknown } } } | null;
+
+function readMetaJson(dir: string): WithKnobs {
+  const file = join(dir, CHECKPOINT_FILES.meta);
+  if (!existsSync(file)) return null;
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as WithKnobs;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The cell format a base model directory learned: its `pretrain-report.json` (a warm start of
+ * either backend), else its checkpoint's `meta.json` (a trained run's checkpoint); null when
+ * neither names one (bases made before the format was recorded).
+ */
 export function warmStartCells(dir: string): string | null {
-  const report = readPretrainReport(dir) as { taskKnobs?: { tictactoe?: { cells?: unknown } } } | null;
-  const cells = report?.taskKnobs?.tictactoe?.cells;
+  const recorded = (readPretrainReport(dir) as WithKnobs) ?? readMetaJson(dir);
+  const cells = recorded?.taskKnobs?.tictactoe?.cells;
   return typeof cells === "string" ? cells : null;
 }
 
 /** Throws a UsageError naming `task.tictactoe.cells` when it differs from the base model's. */
 export function checkBaseKnobs(config: MageConfig): void {
-  const dir = config.model.torch.path;
-  if (config.game !== "tictactoe" || config.model.backend !== "torch" || !dir) return;
+  const dir = config.model.backend === "torch" ? config.model.torch.path : config.model.checkpoint;
+  if (config.game !== "tictactoe" || !dir) return;
   const learned = warmStartCells(dir);
   const asked = config.task.tictactoe.cells ?? "pair";
   if (learned !== null && learned !== asked)

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -10,13 +10,15 @@ import { extractTag } from "../../src/core/tags.js";
 import { countTactics, pairCellText } from "../../src/evaluate/tictactoe-tactics.js";
 import { taskKnobsText, warmStartKnobs } from "../../src/experiment/spec.js";
 import { warmStartArgs, warmStartKey } from "../../src/experiment/warm-start.js";
+import { readCheckpointMeta } from "../../src/model/checkpoint.js";
 import { TrialEnv } from "../../src/tasks/env.js";
 import { parseTicTacToeMove } from "../../src/tasks/parse.js";
 import { cellFormatOfPrompt, TicTacToeTask, tictactoeCellFormat } from "../../src/tasks/tictactoe.js";
 import { checkBaseKnobs } from "../../src/train/base-knobs.js";
-import { taskKnobOptions, validateConfig } from "../../src/train/config.js";
+import { parseKnobsArg, taskKnobOptions, validateConfig } from "../../src/train/config.js";
 import { answerChoices, buildCorpus } from "../../src/train/pretrain/corpus.js";
 import { openingStates, type PretrainEvaluation } from "../../src/train/pretrain/evaluate.js";
+import { recordedKnobs, runPretrain } from "../../src/train/pretrain/run.js";
 import { resolveTorchKnobs } from "../../src/train/pretrain/torch-run.js";
 
 const ALL = [0, 1, 2, 3, 4, 5, 6, 7, 8];
@@ -201,5 +203,36 @@ describe("TicTacToe cells as digits (task.tictactoe.cells)", () => {
       (e: Error) => e instanceof UsageError && /set task\.tictactoe\.cells: digits/.test(e.message),
     );
     checkBaseKnobs(tictactoeConfig({ model, task: { tictactoe: { cells: "digits" } } }));
+  });
+
+  it("the embedded warm start records its cells, and a run from it checks them", async () => {
+    assert.deepEqual(recordedKnobs("tictactoe"), { tictactoe: { cells: "pair" } });
+    assert.deepEqual(recordedKnobs("kuhn", { tictactoe: { cells: "digits" } }), {});
+    assert.deepEqual(recordedKnobs("minesweeper", { minesweeper: { mines: 4 } }), {
+      minesweeper: { mines: 4 },
+    });
+    const out = join(mkdtempSync(join(tmpdir(), "mage-cells-")), "base");
+    const report = await runPretrain({
+      game: "tictactoe",
+      out,
+      steps: 1,
+      corpusTrials: 4,
+      batchTokens: 512,
+      taskKnobs: parseKnobsArg("tictactoe", "cells: digits"),
+      skipEvaluation: true,
+      progress: null,
+    });
+    assert.deepEqual(report.taskKnobs, { tictactoe: { cells: "digits" } });
+    const meta = await readCheckpointMeta(out);
+    assert.deepEqual(meta.taskKnobs, { tictactoe: { cells: "digits" } });
+    const model = { checkpoint: out };
+    assert.throws(
+      () => checkBaseKnobs(tictactoeConfig({ model })),
+      (e: Error) => e instanceof UsageError && /set task\.tictactoe\.cells: digits/.test(e.message),
+    );
+    checkBaseKnobs(tictactoeConfig({ model, task: { tictactoe: { cells: "digits" } } }));
+    // Without the report, a checkpoint's meta.json is read.
+    rmSync(join(out, "pretrain-report.json"));
+    assert.throws(() => checkBaseKnobs(tictactoeConfig({ model })), /cells: digits/);
   });
 });

@@ -8,7 +8,7 @@ import { expectChoice, UsageError } from "../../core/errors.js";
 import { formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { PRESET_NAMES } from "../../model/config.js";
 import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
-import { parseKnobsArg, type TaskKnobs, taskKnobOptions } from "../../train/config.js";
+import { parseKnobsArg, type TaskKnobs } from "../../train/config.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import type { PretrainEvaluation } from "../../train/pretrain/evaluate.js";
 import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
@@ -169,6 +169,7 @@ export function formatPretrainReport(r: PretrainReport): string {
           `  player   the scripted player won ${pct((r.corpus.won ?? 0) / r.corpus.trials)} of the corpus trials, ${pct((r.corpus.wonFirst ?? 0) / r.corpus.trials)} at attempt 1 (epsilon ${r.settings.epsilon})`,
         ]
       : []),
+    ...knobsLines(r.taskKnobs),
     `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [${sec(r.timings.sftMs)}]`,
   ];
   if (r.evaluation) lines.push(...formatChecks(r.evaluation, r.timings.evalMs));
@@ -254,9 +255,7 @@ export const command: Command = {
       epsilon: rateFlag("epsilon", str("epsilon")),
       reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
       heedReflections: values["heed-reflections"] ? true : undefined,
-      ...(str("knobs") !== undefined
-        ? { taskOptions: taskKnobOptions(game, parseKnobsArg(game, str("knobs")!)) }
-        : {}),
+      ...(str("knobs") !== undefined ? { taskKnobs: parseKnobsArg(game, str("knobs")!) } : {}),
       contextLoss: values["answers-only"] ? false : undefined,
       progress: values.json ? null : process.stderr,
     });

@@ -1,6 +1,6 @@
 import { UsageError } from "../../core/errors.js";
 import { parsePolicySpec } from "../../policy/spec.js";
-import { loadConfig, type MageConfig, taskKnobOptions } from "../../train/config.js";
+import { loadConfig, type MageConfig } from "../../train/config.js";
 import { train } from "../../train/trainer.js";
 import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
@@ -28,7 +28,7 @@ async function pretrainFor(config: MageConfig, dir: string, log: (m: string) => 
     seed: config.seed,
     kernels: config.model.kernels,
     ...overrides,
-    taskOptions: taskKnobOptions(config.game, config.task),
+    taskKnobs: config.task,
   });
   return dir;
 }

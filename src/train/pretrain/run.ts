@@ -20,7 +20,7 @@ import { paramsToMap } from "../../model/params-io.js";
 import { trainTokenizer } from "../../model/tokenizer.js";
 import { EmbeddedPolicy } from "../../policy/embedded.js";
 import type { GenerateRequest, Generation, Policy } from "../../policy/types.js";
-import type { TaskOptions } from "../../tasks/types.js";
+import { type TaskKnobs, taskKnobOptions } from "../config.js";
 import { ProgressBar } from "../progress.js";
 import { collectRunMeta, type RunMeta } from "../run-meta.js";
 import {
@@ -145,8 +145,8 @@ export interface PretrainOptions extends Partial<PretrainSettings> {
   progress?: NodeJS.WriteStream | null;
   /** Skip the sampled checks (tests of the training path only). */
   skipEvaluation?: boolean;
-  /** Task knobs of the corpus and the checks: the puzzles' difficulty, TicTacToe's cell format (`taskKnobOptions`). */
-  taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
+  /** Task knobs of the corpus and the checks: the puzzles' difficulty, TicTacToe's cell format. */
+  taskKnobs?: TaskKnobs;
 }
 
 export interface PretrainReport {
@@ -158,6 +158,8 @@ export interface PretrainReport {
   kernels: string;
   corpus: CorpusStats & { tokens: number; scoredTokens: number; meanTokens: number; maxTokens: number };
   tokenizer: { vocabSize: number };
+  /** The knobs the corpus and checks played with (`recordedKnobs`); `mage train` checks a base against them. */
+  taskKnobs: TaskKnobs;
   sft: SftSummary;
   evaluation: PretrainEvaluation | null;
   /** Every target met (false when the checks were skipped). */
@@ -231,6 +233,17 @@ export function contextFittingPolicy(policy: EmbeddedPolicy): Policy {
   };
 }
 
+/**
+ * The knobs of `game` a warm start played with, as its report and checkpoint record them:
+ * TicTacToe always names its cell format, so a base of either format can be checked.
+ */
+export function recordedKnobs(game: string, given: TaskKnobs = {}): TaskKnobs {
+  const own = (given as Record<string, Record<string, unknown> | undefined>)[game] ?? {};
+  const mine = Object.fromEntries(Object.entries(own).filter(([, v]) => v !== undefined));
+  if (game === "tictactoe") return { tictactoe: { cells: "pair", ...mine } } as TaskKnobs;
+  return Object.keys(mine).length > 0 ? ({ [game]: mine } as TaskKnobs) : {};
+}
+
 export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport> {
   const t0 = performance.now();
   const c0 = cpuMs();
@@ -271,6 +284,9 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
   const say = (line: string) => stream?.write(`${line}\n`);
   const root = Rng.seeded(seed).derive("pretrain", game);
   const run = collectRunMeta(kernels.name);
+  const taskKnobs = recordedKnobs(game, opts.taskKnobs);
+  // From the given knobs, not the recorded ones: a default task is built as before knobs existed.
+  const taskOptions = taskKnobOptions(game, opts.taskKnobs ?? {});
 
   // 1. corpus
   let t = performance.now();
@@ -291,7 +307,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     epsilon: s.epsilon,
     reflectionMoves: s.reflectionMoves,
     heedReflections: s.heedReflections,
-    ...(opts.taskOptions ? { taskOptions: opts.taskOptions } : {}),
+    taskOptions,
   });
   const corpusMs = performance.now() - t;
   cpu.corpusMs = lap();
@@ -381,6 +397,8 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
       kernel: kernels.name,
       kernels: kernels.name,
       pretrain: { game, seed, preset: s.preset, steps: s.steps, corpusTrials: s.corpusTrials },
+      // As a trained run's checkpoint: the default knobs of `mage eval --checkpoint`.
+      taskKnobs,
     },
   });
   const saveMs = performance.now() - t;
@@ -404,7 +422,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
       scoreAnswers: embeddedAnswerScorer(learner.params, tokenizer, kernels),
       rng: root.derive("eval"),
       trials: s.evalTrials,
-      ...(opts.taskOptions ? { taskOptions: opts.taskOptions } : {}),
+      taskOptions,
     });
   }
   const evalMs = performance.now() - t;
@@ -426,6 +444,7 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
       maxTokens: Math.max(...lengths),
     },
     tokenizer: { vocabSize: tokenizer.vocabSize },
+    taskKnobs,
     sft: sftSummary,
     evaluation,
     targetsMet: evaluation?.targets.every((x) => x.met) ?? false,
