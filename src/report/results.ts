@@ -144,14 +144,29 @@ function puzzleSection(ctx: Ctx, eg: ExperimentGame): void {
       "",
     );
   }
+  wallClockSection(ctx, eg);
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+/**
+ * Each trained method's wall-clock per training iteration: rollout and update, the share spent
+ * inside the environment, and, where the PyTorch worker ran (real models), how much of the
+ * rollout was its sampling and of the update its scoring (`logprobs`) and optimizer step.
+ */
+function wallClockSection(ctx: Ctx, eg: ExperimentGame): void {
   const trained = eg.methods.filter((m) => m.runs.some((r) => r.summary.history.length > 0));
   ctx.out.push("### Wall-clock per iteration", "");
   if (trained.length === 0) {
     ctx.out.push("No training iterations in these summaries.", "");
     return;
   }
+  const worker = trained.some((m) =>
+    m.runs.some((r) => r.summary.history.some((h) => "worker_generate_ms" in h)),
+  );
   const rows = trained.map((m) => {
     const its = m.runs.flatMap((r) => r.summary.history);
+    const part = (key: string) => mean(its.map((h) => h[key] ?? Number.NaN));
     const total = its.map((h) => (h.rollout_ms ?? 0) + (h.update_ms ?? 0));
     const env = its.map((h) => h.env_ms);
     const withEnv = its.filter((h) => Number.isFinite(h.env_ms));
@@ -160,12 +175,16 @@ function puzzleSection(ctx: Ctx, eg: ExperimentGame): void {
         ? withEnv.reduce((a, h) => a + h.env_ms, 0) /
           withEnv.reduce((a, h) => a + (h.rollout_ms ?? 0) + (h.update_ms ?? 0), 0)
         : Number.NaN;
+    const rollout = seconds(part("rollout_ms"));
+    const update = seconds(part("update_ms"));
     return [
       m.name,
       String(its.length),
-      `${(mean(total) / 1000).toFixed(1)} s`,
-      `${(mean(its.map((h) => h.rollout_ms ?? Number.NaN)) / 1000).toFixed(1)} s`,
-      `${(mean(its.map((h) => h.update_ms ?? Number.NaN)) / 1000).toFixed(1)} s`,
+      seconds(mean(total)),
+      worker ? `${rollout} (sampling ${seconds(part("worker_generate_ms"))})` : rollout,
+      worker
+        ? `${update} (scoring ${seconds(part("worker_logprobs_ms"))}, step ${seconds(part("worker_update_ms"))})`
+        : update,
       Number.isFinite(share) ? `${(100 * share).toFixed(2)}% (${(mean(env) / 1000).toFixed(2)} s)` : DASH,
     ];
   });
@@ -173,6 +192,12 @@ function puzzleSection(ctx: Ctx, eg: ExperimentGame): void {
     table(["method", "iterations", "per iteration", "rollout", "update", "in the environment"], rows),
     "",
   );
+  if (worker)
+    ctx.out.push(
+      "Sampling, scoring and step are the PyTorch worker's own time (`worker_generate_ms`, `worker_logprobs_ms`, " +
+        "`worker_update_ms`); scoring is the old and reference log-probs of the update's tokens.",
+      "",
+    );
 }
 
 function methodAttempts(m: MethodRuns): number {
@@ -1140,6 +1165,7 @@ function experimentSection(ctx: Ctx, e: Experiment): void {
     ablationSection(ctx, eg);
     scalingSection(ctx, eg);
     if (eg.game === "sokoban" || eg.game === "minesweeper") puzzleSection(ctx, eg);
+    else if (isRealModelGame(eg)) wallClockSection(ctx, eg);
     diversitySection(ctx, e.diversity, eg.game);
     trainingCurves(ctx, eg);
   }

@@ -705,6 +705,42 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
     assert.equal(realVerdict(lines, /MAGE in-trial gain > 0/).verdict, "not run");
   });
 
+  it("the real grid's section splits each iteration's wall-clock into the worker's parts", () => {
+    const e = realGrid(0.2, -0.3);
+    const timed = {
+      ...e,
+      runs: e.runs.map((r) => ({
+        ...r,
+        summary: {
+          ...r.summary,
+          history: [
+            {
+              iteration: 0,
+              rollout_ms: 40_000,
+              update_ms: 60_000,
+              env_ms: 10,
+              worker_generate_ms: 39_000,
+              worker_logprobs_ms: 15_000,
+              worker_update_ms: 44_000,
+            },
+          ],
+        },
+      })),
+    };
+    const md = buildResults([timed], { plotsLink: "." }).markdown;
+    const section = md.slice(md.indexOf("## Experiment `kuhn-real-main`"));
+    assert.match(section, /### Wall-clock per iteration/);
+    assert.match(
+      section,
+      /\| mage \| 3 \| 100\.0 s \| 40\.0 s \(sampling 39\.0 s\) \| 60\.0 s \(scoring 15\.0 s, step 44\.0 s\) \|/,
+    );
+    // The stand-in's Kuhn grids have no such section.
+    const standIn = buildResults([experimentOf("kuhn-main", { mage: { gain: 0.1, final: 0 } })], {
+      plotsLink: ".",
+    });
+    assert.ok(!standIn.markdown.includes("### Wall-clock per iteration"));
+  });
+
   /** The Kuhn grid's numbers moved to TicTacToe's cells: MCTS-100 first, scaling vs preferred:1. */
   const asTicTacToe = (e: Experiment): Experiment => {
     const move = (c: CellResult, to: string): CellResult => ({ ...c, opponent: to, seat: "first" });
