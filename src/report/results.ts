@@ -195,7 +195,7 @@ function wallClockSection(ctx: Ctx, eg: ExperimentGame): void {
   if (worker)
     ctx.out.push(
       "Sampling, scoring and step are the PyTorch worker's own time (`worker_generate_ms`, `worker_logprobs_ms`, " +
-        "`worker_update_ms`); scoring is the old and reference log-probs of the update's tokens.",
+        "`worker_update_ms`); scoring is the reference model's log-probs of the update's tokens for the KL term (and the policy's own when a vLLM server sampled the rollout).",
       "",
     );
 }
