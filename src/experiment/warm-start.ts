@@ -26,6 +26,7 @@ export const WarmStartSchema = z
     lr: z.number().positive(),
     actionWeight: z.number().positive(),
     tacticalRate: z.number().min(0).max(1),
+    epsilon: z.number().min(0).max(1),
     unlikelihood: z.number().min(0),
     loraRank: z.number().int().min(0),
     dtype: z.enum(TORCH_DTYPES),
@@ -59,6 +60,7 @@ const FLAGS: Record<keyof WarmStart, string> = {
   lr: "--lr",
   actionWeight: "--action-weight",
   tacticalRate: "--tactical-rate",
+  epsilon: "--epsilon",
   unlikelihood: "--unlikelihood",
   loraRank: "--lora-rank",
   dtype: "--dtype",
@@ -124,7 +126,7 @@ function torchGame(config: MageConfig): (typeof TORCH_PRETRAIN_GAMES)[number] {
   const game = config.game as (typeof TORCH_PRETRAIN_GAMES)[number];
   if (!TORCH_PRETRAIN_GAMES.includes(game)) {
     throw new UsageError(
-      `warmStart: real models are warm-started for ${TORCH_PRETRAIN_GAMES.join(" and ")} only, not ${config.game}`,
+      `warmStart: real models are warm-started for ${TORCH_PRETRAIN_GAMES.join(", ")} only, not ${config.game}`,
     );
   }
   return game;

@@ -73,7 +73,14 @@ describe("mage pretrain --backend torch", () => {
       ],
       [["--game", "kuhn", "--model", "m"], /--model: only with --backend torch/],
       [["--game", "kuhn", "--backend", "gpu"], /valid choices: embedded, torch/],
-      [["--game", "sokoban", "--backend", "torch", "--model", "m"], /valid choices: kuhn, tictactoe/],
+      [
+        ["--game", "go", "--backend", "torch", "--model", "m"],
+        /valid choices: kuhn, tictactoe, sokoban, minesweeper/,
+      ],
+      [
+        ["--game", "kuhn", "--backend", "torch", "--model", "m", "--epsilon", "0.5"],
+        /--epsilon is for the puzzles' corpus player \(sokoban, minesweeper\), not kuhn/,
+      ],
       [
         ["--game", "kuhn", "--backend", "torch", "--model", "/nonexistent/model"],
         /--model .*no config\.json/,
@@ -168,6 +175,40 @@ describe("mage pretrain --backend torch", () => {
       await learner.close();
     }
   });
+  it("warm-starts a puzzle with the embedded path's imperfect corpus player and checks", {
+    skip: NO_WORKER,
+  }, async () => {
+    const root = await tempDir();
+    const base = join(root, "base");
+    await saveTinyHf(base, { seed: 5, contextLength: 4096 });
+    const warm = async (out: string, extra: string[]) =>
+      JSON.parse(
+        await runCommand([
+          ...["--game", "minesweeper", "--backend", "torch", "--model", base, "--out", join(root, out)],
+          ...["--steps", "1", "--lora-rank", "2", "--corpus-trials", "12", "--batch-tokens", "1200"],
+          ...["--eval-trials", "2", "--knobs", "mines: 3", "--json", ...extra],
+        ]),
+      ) as TorchPretrainReport;
+    const report = await warm("warm", []);
+    assert.equal(report.game, "minesweeper");
+    assert.equal(report.settings.epsilon, 0.25, "the embedded default");
+    assert.deepEqual(report.taskKnobs, { minesweeper: { mines: 3 } });
+    // The imperfect solver wins some corpus trials; a random player (ε = 1) wins fewer.
+    const random = await warm("warm-random", ["--epsilon", "1"]);
+    assert.equal(random.settings.epsilon, 1);
+    assert.ok(
+      (report.corpus.won ?? 0) > (random.corpus.won ?? 0),
+      `${report.corpus.won} vs ${random.corpus.won}`,
+    );
+    const e = report.evaluation;
+    assert.ok(e && e.trials === 2 && e.playAnswers > 0);
+    assert.deepEqual(
+      e.targets.map((t) => t.name),
+      ["play answers well-formed and legal", "reflections a non-empty <remark>"],
+    );
+    assert.deepEqual(e.entropy.states, [], "no opening entropy for the puzzles");
+  });
+
   it("adds the unlikelihood term on TicTacToe's taken cells when asked", { skip: NO_WORKER }, async () => {
     const root = await tempDir();
     const base = join(root, "base");

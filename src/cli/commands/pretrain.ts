@@ -23,14 +23,15 @@ import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
-  "mage pretrain --game kuhn|tictactoe --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
+  "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--unlikelihood A] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
   "  --unlikelihood: TicTacToe, weight of a term that pushes down the tokens of taken cells' answers (0: plain SFT;\n" +
   "    default 16 for TicTacToe)\n" +
-  '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair"\n' +
+  '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair";\n' +
+  "    the puzzles' difficulty as below (the puzzles' torch defaults are not yet measured on a real model)\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
@@ -74,7 +75,6 @@ const EMBEDDED_ONLY_FLAGS = [
   "init-std",
   "answers-only",
   "shards",
-  "epsilon",
   "reflection-moves",
   "heed-reflections",
 ];
@@ -288,6 +288,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     microBatchTokens: intFlag("micro-batch-tokens", str("micro-batch-tokens"), { min: 1 }),
     actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
     tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
+    epsilon: rateFlag("epsilon", str("epsilon")),
     unlikelihood: weightFlag("unlikelihood", str("unlikelihood")),
     ...(str("knobs") !== undefined ? { taskKnobs: parseKnobsArg(game, str("knobs")!) } : {}),
     dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),

@@ -32,13 +32,13 @@ import { ProgressBar } from "../progress.js";
 import { collectRunMeta, type RunMeta } from "../run-meta.js";
 import { buildCorpus, type CorpusStats, type CorpusTrial } from "./corpus.js";
 import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } from "./evaluate.js";
-import { corpusWinText, REPORT_FILE } from "./run.js";
+import { corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
 import { type SftExample, type SftSummary, summarizeSft } from "./sft.js";
 import { torchAnswerScorer } from "./torch-checks.js";
 import { encodeWithTemplate, runTorchSft, templateTokenizer } from "./torch-sft.js";
 import { cachedTokenizer } from "./unlikely.js";
 
-export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe"] as const;
+export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
 export type TorchPretrainGame = (typeof TORCH_PRETRAIN_GAMES)[number];
 
 /** LoRA on every linear layer of a Llama-style block. */
@@ -80,6 +80,12 @@ export interface TorchPretrainSettings {
   unlikelihood: number;
   /** TicTacToe corpus player: share of moves that take a one-move win, else block (0: random). */
   tacticalRate: number;
+  /**
+   * Puzzles' corpus player: share of its moves that are random instead of the solver's (the
+   * embedded defaults, issue 18). Absent for Kuhn and TicTacToe, whose players are random, so
+   * their grids' warm-start keys stay as they were.
+   */
+  epsilon?: number;
   /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
   loraRank: number;
   dtype: (typeof TORCH_DTYPES)[number];
@@ -141,12 +147,38 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     actionWeight: 1,
     unlikelihood: 16,
   },
+  // The puzzles: the embedded path's corpus players (ε 0.5 and 0.25) and check count, and the
+  // Kuhn/TicTacToe step budget. Not yet measured on a real model.
+  sokoban: {
+    ...SHARED_TORCH_SETTINGS,
+    steps: 32,
+    warmupSteps: 3,
+    batchTokens: 2048,
+    corpusTrials: 200,
+    evalTrials: 40,
+    actionWeight: 1,
+    unlikelihood: 0,
+    epsilon: PRETRAIN_DEFAULTS.sokoban.epsilon,
+  },
+  minesweeper: {
+    ...SHARED_TORCH_SETTINGS,
+    steps: 32,
+    warmupSteps: 3,
+    batchTokens: 2048,
+    corpusTrials: 200,
+    evalTrials: 40,
+    actionWeight: 1,
+    unlikelihood: 0,
+    epsilon: PRETRAIN_DEFAULTS.minesweeper.epsilon,
+  },
 };
 
 /** The task knobs a real model's warm start plays with unless told otherwise: TicTacToe cells as digits. */
 export const TORCH_PRETRAIN_KNOBS: Record<TorchPretrainGame, TaskKnobs> = {
   kuhn: {},
   tictactoe: { tictactoe: { cells: "digits" } },
+  sokoban: {},
+  minesweeper: {},
 };
 
 /**
@@ -241,6 +273,8 @@ export function resolveTorchSettings(
   const defined = Object.fromEntries(
     Object.entries(opts).filter(([k, v]) => v !== undefined && k in TORCH_PRETRAIN_DEFAULTS[game]),
   ) as Partial<TorchPretrainSettings>;
+  if (opts.epsilon !== undefined && !("epsilon" in TORCH_PRETRAIN_DEFAULTS[game]))
+    throw new UsageError(`--epsilon is for the puzzles' corpus player (sokoban, minesweeper), not ${game}`);
   const s: TorchPretrainSettings = { ...TORCH_PRETRAIN_DEFAULTS[game], ...defined };
   checkPositiveInt("steps", s.steps);
   checkPositiveInt("corpus-trials", s.corpusTrials);
@@ -262,6 +296,7 @@ export function resolveTorchSettings(
   if (!(Number.isFinite(s.unlikelihood) && s.unlikelihood >= 0))
     throw new UsageError(`--unlikelihood must be a number ≥ 0 (0: plain SFT), got ${s.unlikelihood}`);
   checkRate("tactical-rate", s.tacticalRate);
+  if (s.epsilon !== undefined) checkRate("epsilon", s.epsilon);
   checkRate("malformedRate", s.malformedRate);
   checkRate("minLrRatio", s.minLrRatio);
   expectChoice("dtype", s.dtype, TORCH_DTYPES);
@@ -397,6 +432,7 @@ async function corpusPhase(r: TorchRun) {
     rng: r.root.derive("corpus"),
     malformedRate: r.settings.malformedRate,
     tacticalRate: r.settings.tacticalRate,
+    ...(r.settings.epsilon !== undefined ? { epsilon: r.settings.epsilon } : {}),
     taskOptions: taskKnobOptions(r.game, r.taskKnobs),
   });
   const c = corpus.stats;
