@@ -390,6 +390,27 @@ describe("bounded Sokoban reflections", () => {
     );
   });
 
+  it("in MineSweeper, list at most reflectionMoves cells and still name the mine", async () => {
+    const opts = { game: "minesweeper", trials: 30, rng: Rng.seeded(4), epsilon: 1 };
+    const cells = (r: string) => (r.match(/\(\d+, \d+\)(?! was a mine)/g) ?? []).length;
+    const all = reflections(await buildCorpus(opts));
+    const bounded = reflections(await buildCorpus({ ...opts, reflectionMoves: 2 }));
+    assert.equal(bounded.length, all.length);
+    assert.ok(
+      all.some((r) => cells(r) > 2),
+      "random play opens more than 2 cells",
+    );
+    assert.deepEqual(
+      bounded.filter((r) => cells(r) > 2),
+      [],
+    );
+    for (const r of bounded.filter((x) => /and \d+ more/.test(x))) assert.equal(cells(r), 2, r);
+    const mines = (rs: string[]) => rs.map((r) => /\(\d+, \d+\) was a mine/.exec(r)?.[0] ?? null);
+    assert.deepEqual(mines(bounded), mines(all), "the cell that was a mine is named either way");
+    assert.ok(mines(all).some((m) => m !== null));
+    assert.deepEqual(reflections(await buildCorpus({ ...opts, reflectionMoves: 0 })), all);
+  });
+
   it("reject a negative or fractional bound", () => {
     assert.throws(() => unskilledBehaviour("sokoban", { reflectionMoves: -1 }), /reflectionMoves/);
     assert.throws(() => unskilledBehaviour("sokoban", { reflectionMoves: 1.5 }), /reflectionMoves/);

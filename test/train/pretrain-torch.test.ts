@@ -82,6 +82,10 @@ describe("mage pretrain --backend torch", () => {
         /--epsilon is for the puzzles' corpus player \(sokoban, minesweeper\), not kuhn/,
       ],
       [
+        ["--game", "tictactoe", "--backend", "torch", "--model", "m", "--reflection-moves", "2"],
+        /--reflection-moves is for the puzzles' corpus player/,
+      ],
+      [
         ["--game", "kuhn", "--backend", "torch", "--model", "/nonexistent/model"],
         /--model .*no config\.json/,
       ],
@@ -192,6 +196,9 @@ describe("mage pretrain --backend torch", () => {
     const report = await warm("warm", []);
     assert.equal(report.game, "minesweeper");
     assert.equal(report.settings.epsilon, 0.25, "the embedded default");
+    assert.equal(report.settings.reflectionMoves, 3);
+    assert.equal(report.settings.unlikelihood, 16);
+    assert.ok(report.unlikely && report.unlikely.tokens > 0, "revealed cells pushed down");
     assert.deepEqual(report.taskKnobs, { minesweeper: { mines: 3 } });
     // The imperfect solver wins some corpus trials; a random player (ε = 1) wins fewer.
     const random = await warm("warm-random", ["--epsilon", "1"]);

@@ -66,6 +66,37 @@ describe("unlikely tokens of the torch warm start", () => {
     assert.ok(renders.flat().length <= 9);
   });
 
+  it("in MineSweeper, names the revealed cells illegal and the closed ones legal", async () => {
+    const corpus = await buildCorpus({
+      game: "minesweeper",
+      trials: 3,
+      rng: Rng.seeded(5),
+      malformedRate: 0,
+    });
+    let seen = 0;
+    for (const trial of corpus.trials) {
+      let k = 0;
+      for (let m = 0; m < trial.messages.length; m++) {
+        if (trial.messages[m].role !== "assistant" || trial.kinds[k++] !== "action") continue;
+        const choices = answerChoices("minesweeper", trial.messages.slice(0, m));
+        assert.ok(choices, "an opened start region: some cells are always revealed");
+        const board = trial.messages[m - 1].content
+          .split("\n")
+          .filter((l) => /^\d+:\S+$/.test(l))
+          .map((l) => l.split(":")[1]);
+        const closed = board.flatMap((row, r) =>
+          [...row].flatMap((x, c) => (x === "?" ? [`(${r + 1}, ${c + 1})`] : [])),
+        );
+        const tag = (a: string) => /\((\d+), (\d+)\)/.exec(a)![0];
+        assert.deepEqual(choices.legal.map(tag).sort(), closed.sort());
+        assert.equal(choices.legal.length + choices.illegal.length, board.length * board[0].length);
+        assert.ok(choices.legal.includes(trial.messages[m].content), "the answer given is legal");
+        seen++;
+      }
+    }
+    assert.ok(seen > 3);
+  });
+
   it("sends them as (scored-token index, token id) pairs", () => {
     const { weights, unlikely } = splitWeights({
       sequences: [Int32Array.of(1, 2, 3, 4), Int32Array.of(5, 6, 7)],

@@ -25,18 +25,19 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
-  "  --unlikelihood: TicTacToe, weight of a term that pushes down the tokens of taken cells' answers (0: plain SFT;\n" +
-  "    default 16 for TicTacToe)\n" +
+  "  --unlikelihood: TicTacToe and MineSweeper, weight of a term that pushes down the tokens of taken or revealed\n" +
+  "    cells' answers (0: plain SFT; default 16 for both)\n" +
   '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair";\n' +
   "    the puzzles' difficulty as below (the puzzles' torch defaults are not yet measured on a real model)\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
   "  --epsilon: puzzles, share of the corpus player's moves that are random instead of the solver's\n" +
-  "  --reflection-moves: Sokoban, most moves a corpus reflection lists, the rest counted (0: all)\n" +
+  "  --reflection-moves: most moves (Sokoban) or cells (MineSweeper) a corpus reflection lists, the rest counted\n" +
+  "    (0: all; torch default 5 and 3)\n" +
   "  --heed-reflections: MineSweeper, later corpus attempts never reveal a cell an earlier reflection named a mine\n" +
   '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"; TicTacToe, "cells: digits"';
 
@@ -69,15 +70,7 @@ function pct(x: number): string {
 }
 
 const BACKENDS = ["embedded", "torch"] as const;
-const EMBEDDED_ONLY_FLAGS = [
-  "preset",
-  "kernels",
-  "init-std",
-  "answers-only",
-  "shards",
-  "reflection-moves",
-  "heed-reflections",
-];
+const EMBEDDED_ONLY_FLAGS = ["preset", "kernels", "init-std", "answers-only", "shards", "heed-reflections"];
 const TORCH_ONLY_FLAGS = [
   "model",
   "lora-rank",
@@ -289,6 +282,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
     tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
     epsilon: rateFlag("epsilon", str("epsilon")),
+    reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
     unlikelihood: weightFlag("unlikelihood", str("unlikelihood")),
     ...(str("knobs") !== undefined ? { taskKnobs: parseKnobsArg(game, str("knobs")!) } : {}),
     dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),

@@ -111,7 +111,7 @@ export interface CorpusOptions {
   hindsightShare?: number;
   /** Puzzles: share of the scripted player's moves that are random instead of the solver's (default 1). */
   epsilon?: number;
-  /** Sokoban: most moves a reflection lists, the rest counted (default 0: every move). */
+  /** Puzzles: most moves (Sokoban) or cells (MineSweeper) a reflection lists, the rest counted (default 0: all). */
   reflectionMoves?: number;
   /** MineSweeper: later attempts never reveal a cell an earlier reflection named a mine (default false). */
   heedReflections?: boolean;
@@ -486,9 +486,16 @@ export function imperfectSokobanMoves(
  */
 function boundedMoves(answers: readonly string[], most: number): string[] {
   if (most === 0) return [...answers];
-  const moves = answers.flatMap((a) => a.split(/[\s,]+/).filter((w) => w.length > 0));
-  if (moves.length <= most) return moves;
-  return [...moves.slice(0, most), `and ${moves.length - most} more`];
+  return boundedList(
+    answers.flatMap((a) => a.split(/[\s,]+/).filter((w) => w.length > 0)),
+    most,
+  );
+}
+
+/** The first `most` items and a count of the rest (0: all of them). */
+function boundedList(items: readonly string[], most: number): string[] {
+  if (most === 0 || items.length <= most) return [...items];
+  return [...items.slice(0, most), `and ${items.length - most} more`];
 }
 
 const sokobanPlayer: GamePlayer = {
@@ -649,6 +656,11 @@ const minesweeperPlayer: GamePlayer = {
     if (rows.length === 0) throw new Error("scripted MineSweeper player: no board in the prompt");
     return minesweeperCells(rows, true);
   },
+  // Every cell of the board: the unlikelihood term pushes down the revealed ones.
+  answerSet(messages) {
+    const rows = minesweeperBoard(lastUserMessage(messages));
+    return [...minesweeperCells(rows, true), ...minesweeperCells(rows, false)];
+  },
   malformed: {
     "no-tags": (legal, _m, rng) => rng.pick(legal),
     unclosed: (legal, _m, rng) => `<action>${rng.pick(legal)}`,
@@ -658,18 +670,19 @@ const minesweeperPlayer: GamePlayer = {
       return `<action>${open.length > 0 ? rng.pick(open) : "(7, 1)"}</action>`;
     },
   },
-  reflection(messages, rng) {
+  reflection(messages, rng, maxMoves) {
     const view = attemptView(messages);
     const end = endLines(messages);
     const cells = validMoves(view);
+    const listed = boundedList(cells, maxMoves);
     const mine = end.some((l) => l.includes("Mine!"));
     const result = outcomeLine(end);
     const inv = invalidNote(invalidCount(view));
     const hit = mine && cells.length > 0 ? ` ${cells[cells.length - 1]} was a mine.` : "";
     const templates = [
-      () => `I opened ${listText(cells, "nothing")}.${hit} ${result}${inv}`,
-      () => `${result} Cells opened: ${listText(cells, "none")}.${hit}${inv}`,
-      () => `Last attempt: ${listText(cells, "no cells")}.${hit} ${result}${inv}`,
+      () => `I opened ${listText(listed, "nothing")}.${hit} ${result}${inv}`,
+      () => `${result} Cells opened: ${listText(listed, "none")}.${hit}${inv}`,
+      () => `Last attempt: ${listText(listed, "no cells")}.${hit} ${result}${inv}`,
     ];
     return remark(rng.pick(templates)());
   },

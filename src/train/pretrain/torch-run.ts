@@ -74,8 +74,9 @@ export interface TorchPretrainSettings {
   /** Loss weight of the tokens of well-formed play answers (remarks weigh 1). */
   actionWeight: number;
   /**
-   * Weight α of the unlikelihood term: at each TicTacToe play answer, −log(1 − q) for every token
-   * that would start a taken cell's answer (`unlikely.ts`); 0: plain SFT. No effect on Kuhn.
+   * Weight α of the unlikelihood term: at each TicTacToe or MineSweeper play answer, −log(1 − q)
+   * for every token that would start a taken or revealed cell's answer (`unlikely.ts`); 0: plain
+   * SFT. No effect on Kuhn and Sokoban.
    */
   unlikelihood: number;
   /** TicTacToe corpus player: share of moves that take a one-move win, else block (0: random). */
@@ -86,6 +87,12 @@ export interface TorchPretrainSettings {
    * their grids' warm-start keys stay as they were.
    */
   epsilon?: number;
+  /**
+   * Puzzles: most moves (Sokoban) or cells (MineSweeper) a corpus reflection lists, the rest
+   * counted; 0 lists all. Sized so that SmolLM2's reflections fit 48 tokens. Absent for Kuhn and
+   * TicTacToe, as `epsilon`.
+   */
+  reflectionMoves?: number;
   /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
   loraRank: number;
   dtype: (typeof TORCH_DTYPES)[number];
@@ -148,7 +155,11 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     unlikelihood: 16,
   },
   // The puzzles: the embedded path's corpus players (ε 0.5 and 0.25) and check count, and the
-  // Kuhn/TicTacToe step budget. Not yet measured on a real model.
+  // Kuhn/TicTacToe step budget. Reflections list at most 5 moves or 3 cells: listing all, 40% of
+  // Sokoban's and 45% of MineSweeper's corpus reflections ran past 48 SmolLM2 tokens (5 and 3: 0%
+  // and 3%), and a MineSweeper warm start that listed all wrote 41.6% valid remarks. MineSweeper
+  // takes TicTacToe's unlikelihood term on revealed cells: without it 62% of the play answers
+  // (393 of 638) named a revealed cell (docs/design.md).
   sokoban: {
     ...SHARED_TORCH_SETTINGS,
     steps: 32,
@@ -159,6 +170,7 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     actionWeight: 1,
     unlikelihood: 0,
     epsilon: PRETRAIN_DEFAULTS.sokoban.epsilon,
+    reflectionMoves: 5,
   },
   minesweeper: {
     ...SHARED_TORCH_SETTINGS,
@@ -168,8 +180,9 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     corpusTrials: 200,
     evalTrials: 40,
     actionWeight: 1,
-    unlikelihood: 0,
+    unlikelihood: 16,
     epsilon: PRETRAIN_DEFAULTS.minesweeper.epsilon,
+    reflectionMoves: 3,
   },
 };
 
@@ -273,8 +286,12 @@ export function resolveTorchSettings(
   const defined = Object.fromEntries(
     Object.entries(opts).filter(([k, v]) => v !== undefined && k in TORCH_PRETRAIN_DEFAULTS[game]),
   ) as Partial<TorchPretrainSettings>;
-  if (opts.epsilon !== undefined && !("epsilon" in TORCH_PRETRAIN_DEFAULTS[game]))
-    throw new UsageError(`--epsilon is for the puzzles' corpus player (sokoban, minesweeper), not ${game}`);
+  for (const [key, flag] of [
+    ["epsilon", "--epsilon"],
+    ["reflectionMoves", "--reflection-moves"],
+  ] as const)
+    if (opts[key] !== undefined && !(key in TORCH_PRETRAIN_DEFAULTS[game]))
+      throw new UsageError(`${flag} is for the puzzles' corpus player (sokoban, minesweeper), not ${game}`);
   const s: TorchPretrainSettings = { ...TORCH_PRETRAIN_DEFAULTS[game], ...defined };
   checkPositiveInt("steps", s.steps);
   checkPositiveInt("corpus-trials", s.corpusTrials);
@@ -297,6 +314,8 @@ export function resolveTorchSettings(
     throw new UsageError(`--unlikelihood must be a number ≥ 0 (0: plain SFT), got ${s.unlikelihood}`);
   checkRate("tactical-rate", s.tacticalRate);
   if (s.epsilon !== undefined) checkRate("epsilon", s.epsilon);
+  if (s.reflectionMoves !== undefined && !(Number.isInteger(s.reflectionMoves) && s.reflectionMoves >= 0))
+    throw new UsageError(`--reflection-moves must be an integer ≥ 0 (0: all), got ${s.reflectionMoves}`);
   checkRate("malformedRate", s.malformedRate);
   checkRate("minLrRatio", s.minLrRatio);
   expectChoice("dtype", s.dtype, TORCH_DTYPES);
@@ -433,6 +452,7 @@ async function corpusPhase(r: TorchRun) {
     malformedRate: r.settings.malformedRate,
     tacticalRate: r.settings.tacticalRate,
     ...(r.settings.epsilon !== undefined ? { epsilon: r.settings.epsilon } : {}),
+    ...(r.settings.reflectionMoves !== undefined ? { reflectionMoves: r.settings.reflectionMoves } : {}),
     taskOptions: taskKnobOptions(r.game, r.taskKnobs),
   });
   const c = corpus.stats;

@@ -44,7 +44,8 @@ export type AnswerTokenizer = (texts: readonly string[]) => Promise<number[][]>;
 
 /**
  * For each trial, its unlikely tokens as positions in its rendered ids → token ids: every
- * well-formed play answer whose decision has illegal answers (TicTacToe: taken cells).
+ * well-formed play answer whose decision has illegal answers (TicTacToe: taken cells; MineSweeper:
+ * revealed cells).
  * `spans` are the trial's assistant spans in the rendered ids, in message order.
  */
 export async function trialUnlikelyTokens(
