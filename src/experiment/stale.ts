@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { configDifferences } from "../core/config-diff.js";
+import { configDifferences, isRuntimeOnlyField } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
 import { readConfigFile } from "../train/config.js";
 import type { ExperimentPlan, PlannedRun } from "./spec.js";
@@ -42,8 +42,8 @@ export function checkNoStaleRuns(plan: ExperimentPlan): void {
   for (const run of plan.runs) {
     const planned = JSON.parse(JSON.stringify(run.config));
     for (const { file, config } of storedConfigs(run)) {
-      // Where a run's curves are logged changes none of its results.
-      const diff = configDifferences(config, planned, (p) => p === "logging" || p.startsWith("logging."));
+      // Where a run's curves are logged, or how big the worker's prefix store is, changes none of its results.
+      const diff = configDifferences(config, planned, isRuntimeOnlyField);
       if (diff.length === 0) continue;
       const shown = diff.slice(0, 3).join("; ") + (diff.length > 3 ? `; and ${diff.length - 3} more` : "");
       problems.push(`  ${run.method}-s${run.seed}: ${file} was made with another config (${shown})`);

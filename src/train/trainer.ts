@@ -3,7 +3,7 @@ import { mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { RoleBaselines } from "../algo/advantages.js";
 import { writeFileAtomic } from "../core/atomic-write.js";
-import { configDifferences } from "../core/config-diff.js";
+import { configDifferences, isRuntimeOnlyField } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
 import {
   type EvalCell,
@@ -110,10 +110,11 @@ function truncateJsonl(path: string, limit: number): void {
 
 /**
  * What a resumed run may change: how long it trains, how often it checkpoints, how it is
- * evaluated and which kernels compute it. Anything else would splice two different runs into one.
+ * evaluated, which kernels compute it, where a vLLM server runs, and how its processes run
+ * (`isRuntimeOnlyField`). Anything else would splice two different runs into one.
  */
 const RESUMABLE_CHANGES =
-  /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|logging(\..*)?|model\.kernels|model\.torch\.(python|timeoutSeconds|rolloutUrl))$/;
+  /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|model\.kernels|model\.torch\.rolloutUrl)$/;
 
 function refuseChangedConfig(outDir: string, config: MageConfig): void {
   const file = join(outDir, "config.yaml");
@@ -124,8 +125,10 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
   } catch {
     return;
   }
-  const diff = configDifferences(stored, JSON.parse(JSON.stringify(config)), (p) =>
-    RESUMABLE_CHANGES.test(p),
+  const diff = configDifferences(
+    stored,
+    JSON.parse(JSON.stringify(config)),
+    (p) => RESUMABLE_CHANGES.test(p) || isRuntimeOnlyField(p),
   );
   if (diff.length === 0) return;
   throw new UsageError(
@@ -133,7 +136,7 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
       `${diff.join("\n  ")}\n` +
       "Restore those settings to continue it, or choose a new --out. (A resumed run may change " +
       "train.iterations, train.checkpointEvery, eval, logging, model.kernels, model.torch.python, " +
-      "model.torch.timeoutSeconds and model.torch.rolloutUrl.)",
+      "model.torch.timeoutSeconds, model.torch.prefixCacheMB and model.torch.rolloutUrl.)",
   );
 }
 

@@ -313,8 +313,20 @@ describe("experiment run", () => {
     assert.ok(measured[0].includes("3 runs (2 already done)"), measured[0]);
     writeFileSync(betaSummary, kept);
 
-    // A method config edited after the grid ran: its old runs must not pass for the new plan.
+    // A runtime-only edit (the worker's prefix store) keeps every finished run.
     const configFile = join(root, "tiny.yaml");
+    const original = readFileSync(configFile, "utf8");
+    writeFileSync(configFile, `${original}model: { torch: { prefixCacheMB: 64 } }\n`);
+    const runtime: string[] = [];
+    await runExperiment(planExperiment(readExperiment(file), file), {
+      log: (l) => runtime.push(l),
+      statusEverySeconds: 0,
+      noTrain: true,
+    });
+    assert.ok(runtime[0].includes("3 runs (3 already done)"), runtime[0]);
+    writeFileSync(configFile, original);
+
+    // A method config edited after the grid ran: its old runs must not pass for the new plan.
     writeFileSync(configFile, readFileSync(configFile, "utf8").replace("groupSize: 2", "groupSize: 3"));
     await assert.rejects(
       runExperiment(planExperiment(readExperiment(file), file), { log: () => {}, statusEverySeconds: 0 }),

@@ -161,7 +161,12 @@ describe("resume", () => {
       train({ config: changed, outDir: out, resume: true, progress: false, log: () => {} }),
       /another config[\s\S]*optim\.lr: [0-9.e-]+ → 0\.5/,
     );
-    const longer = loadConfig(cfgPath, ["train.iterations=2", "eval.finalTrials=2"]);
+    // How the processes run is not what they compute: the worker's prefix store may change.
+    const longer = loadConfig(cfgPath, [
+      "train.iterations=2",
+      "eval.finalTrials=2",
+      "model.torch.prefixCacheMB=64",
+    ]);
     const result = await train({ config: longer, outDir: out, resume: true, progress: false, log: () => {} });
     assert.equal(result.summary.iterationsDone, 2);
   });
