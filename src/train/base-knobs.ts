@@ -3,24 +3,14 @@
  * checkpoint records; a run whose config asks for other ones would prompt it in a format it never
  * learned.
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { UsageError } from "../core/errors.js";
+import { readJsonOrNull } from "../core/json-file.js";
 import { CHECKPOINT_FILES } from "../model/checkpoint.js";
 import type { MageConfig } from "./config.js";
 import { readPretrainReport } from "./pretrain/run.js";
 
 type WithKnobs = { taskKnobs?: { tictactoe?: { cells?: unknown } } } | null;
-
-function readMetaJson(dir: string): WithKnobs {
-  const file = join(dir, CHECKPOINT_FILES.meta);
-  if (!existsSync(file)) return null;
-  try {
-    return JSON.parse(readFileSync(file, "utf8")) as WithKnobs;
-  } catch {
-    return null;
-  }
-}
 
 /**
  * The cell format a base model directory learned: its `pretrain-report.json` (a warm start of
@@ -28,7 +18,7 @@ function readMetaJson(dir: string): WithKnobs {
  * neither names one (bases made before the format was recorded).
  */
 export function warmStartCells(dir: string): string | null {
-  const recorded = (readPretrainReport(dir) as WithKnobs) ?? readMetaJson(dir);
+  const recorded = (readPretrainReport(dir) ?? readJsonOrNull(join(dir, CHECKPOINT_FILES.meta))) as WithKnobs;
   const cells = recorded?.taskKnobs?.tictactoe?.cells;
   return typeof cells === "string" ? cells : null;
 }

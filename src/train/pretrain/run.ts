@@ -7,10 +7,10 @@
  * `corpus`, `init`, `sft` (batch order) and `eval` (fresh trials and their samples), so a seed
  * fixes the run (bit for bit with the js and wasm kernels).
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../core/atomic-write.js";
 import { UsageError } from "../../core/errors.js";
+import { readJsonOrNull } from "../../core/json-file.js";
 import { Rng } from "../../core/rng.js";
 import { saveCheckpoint } from "../../model/checkpoint.js";
 import { type ModelConfig, parameterCount, presetConfig } from "../../model/config.js";
@@ -183,13 +183,7 @@ export const REPORT_FILE = "pretrain-report.json";
 
 /** The parsed `pretrain-report.json` in `dir`, or null when there is none or it is not JSON. */
 export function readPretrainReport(dir: string): unknown {
-  const file = join(dir, REPORT_FILE);
-  if (!existsSync(file)) return null;
-  try {
-    return JSON.parse(readFileSync(file, "utf8"));
-  } catch {
-    return null;
-  }
+  return readJsonOrNull(join(dir, REPORT_FILE));
 }
 
 /** CPU milliseconds (user + system) of this process so far. */

@@ -128,6 +128,17 @@ const SHARED_TORCH_SETTINGS = {
   threads: 0,
 } as const;
 
+/** What the two puzzles share; their entries below state only what differs. */
+const PUZZLE_TORCH_SETTINGS = {
+  ...SHARED_TORCH_SETTINGS,
+  steps: 32,
+  warmupSteps: 3,
+  batchTokens: 2048,
+  corpusTrials: 200,
+  evalTrials: 40,
+  actionWeight: 1,
+} as const;
+
 export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSettings> = {
   kuhn: {
     ...SHARED_TORCH_SETTINGS,
@@ -161,25 +172,13 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
   // takes TicTacToe's unlikelihood term on revealed cells: without it 62% of the play answers
   // (393 of 638) named a revealed cell (docs/design.md).
   sokoban: {
-    ...SHARED_TORCH_SETTINGS,
-    steps: 32,
-    warmupSteps: 3,
-    batchTokens: 2048,
-    corpusTrials: 200,
-    evalTrials: 40,
-    actionWeight: 1,
+    ...PUZZLE_TORCH_SETTINGS,
     unlikelihood: 0,
     epsilon: PRETRAIN_DEFAULTS.sokoban.epsilon,
     reflectionMoves: 5,
   },
   minesweeper: {
-    ...SHARED_TORCH_SETTINGS,
-    steps: 32,
-    warmupSteps: 3,
-    batchTokens: 2048,
-    corpusTrials: 200,
-    evalTrials: 40,
-    actionWeight: 1,
+    ...PUZZLE_TORCH_SETTINGS,
     unlikelihood: 16,
     epsilon: PRETRAIN_DEFAULTS.minesweeper.epsilon,
     reflectionMoves: 3,
