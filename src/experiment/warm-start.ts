@@ -109,7 +109,8 @@ export function warmStartArgs(
   knobs: string | null = null,
 ): string[] {
   const args = ["pretrain", "--game", game, "--backend", "torch", "--model", base, "--seed", String(seed)];
-  args.push("--out", out);
+  // A base whose checks a stopped grid cut off gets them sampled, not trained again.
+  args.push("--out", out, "--resume");
   if (knobs !== null) args.push("--knobs", knobs);
   for (const [key, value] of Object.entries(warm)) {
     if (value === undefined) continue;

@@ -82,7 +82,15 @@ describe("experiment grids of real models", () => {
       "--seed",
       "1",
     ]);
-    assert.deepEqual(args.slice(9), ["--out", plan.pretrains[1].dir, "--steps", "3", "--threads", "1"]);
+    assert.deepEqual(args.slice(9), [
+      "--out",
+      plan.pretrains[1].dir,
+      "--resume",
+      "--steps",
+      "3",
+      "--threads",
+      "1",
+    ]);
     const described = describePlan(plan);
     assert.match(described[0], /^warm-start kuhn base-model seed 0 → .*: to warm-start$/);
     assert.match(described.at(-1) ?? "", /; 2 base model\(s\) to pretrain/);

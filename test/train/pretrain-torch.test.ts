@@ -10,7 +10,7 @@ import { UsageError } from "../../src/core/errors.js";
 import { TorchLearner } from "../../src/learner/torch/learner.js";
 import { TorchModelSchema } from "../../src/train/config.js";
 import { REPORT_FILE } from "../../src/train/pretrain/run.js";
-import type { TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
+import { runTorchPretrain, type TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
 import { sftLearningRate, splitWeights } from "../../src/train/pretrain/torch-sft.js";
 import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
 
@@ -235,5 +235,55 @@ describe("mage pretrain --backend torch", () => {
     // The same corpus and batches: the first step's NLL is the same, the term comes on top.
     assert.equal(pushed.sft.curve[0][1], plain.sft.curve[0][1]);
     await assert.rejects(warm("bad", "-1"), /--unlikelihood must be a number ≥ 0/);
+  });
+
+  it("--resume samples the checks a stopped warm start lacks, without training again", {
+    skip: NO_WORKER,
+  }, async () => {
+    const root = await tempDir();
+    const base = join(root, "base");
+    await saveTinyHf(base, { seed: 6, contextLength: 2048 });
+    const out = join(root, "warm");
+    const flags = [
+      "--lora-rank",
+      "2",
+      "--corpus-trials",
+      "6",
+      "--batch-tokens",
+      "1500",
+      "--eval-trials",
+      "2",
+    ];
+    const settings = { steps: 2, loraRank: 2, corpusTrials: 6, batchTokens: 1500, evalTrials: 2 };
+    // A run stopped after its export: the report is there, its checks are not.
+    const cut = await runTorchPretrain({
+      game: "kuhn",
+      model: base,
+      out,
+      ...settings,
+      progress: null,
+      skipEvaluation: true,
+    });
+    assert.equal(cut.evaluation, null);
+    const weights = sha256(join(out, "model.safetensors"));
+    const resume = (extra: string[]) =>
+      runCommand(
+        ["--game", "kuhn", "--backend", "torch", "--model", base, "--out", out, ...flags].concat([
+          "--resume",
+          "--json",
+          ...extra,
+        ]),
+      ).then((printed) => JSON.parse(printed) as TorchPretrainReport);
+    await assert.rejects(resume(["--steps", "3"]), /--resume: .*\(settings\.steps 2, not 3\)/);
+    const resumed = await resume(["--steps", "2", "--threads", "1"]);
+    assert.equal(sha256(join(out, "model.safetensors")), weights, "not trained again");
+    assert.deepEqual(resumed.sft, cut.sft);
+    assert.equal(resumed.timings.sftMs, cut.timings.sftMs);
+    assert.ok(resumed.checksRun, "the resuming run is recorded");
+    const e = resumed.evaluation;
+    assert.ok(e && e.trials === 2 && e.playAnswers > 0);
+    assert.ok(resumed.timings.evalMs > 0 && resumed.timings.totalMs > cut.timings.totalMs);
+    // Complete now: a further --resume returns it as it is.
+    assert.deepEqual(await resume(["--steps", "2"]), resumed);
   });
 });

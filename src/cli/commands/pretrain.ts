@@ -25,9 +25,11 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--resume] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
+  "  --resume (torch): a warm start in --out whose checks were cut off gets them sampled from its exported model;\n" +
+  "    a complete one is printed as it is; the settings must be those it was trained with\n" +
   "  --unlikelihood: TicTacToe and MineSweeper, weight of a term that pushes down the tokens of taken or revealed\n" +
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
   '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair";\n' +
@@ -80,6 +82,7 @@ const TORCH_ONLY_FLAGS = [
   "threads",
   "prefix-cache-mb",
   "unlikelihood",
+  "resume",
 ];
 
 /** A UsageError when a flag of the other backend is given. */
@@ -145,6 +148,8 @@ export function formatTorchPretrainReport(r: TorchPretrainReport): string {
       `  unlikely ${r.unlikely.tokens} tokens of taken cells' answers (α ${r.settings.unlikelihood}): mean probability ${pct(r.unlikely.meanQFirst)} at the first step, ${pct(r.unlikely.meanQLast)} at the last`,
     );
   if (r.evaluation) lines.push(...formatChecks(r.evaluation, t.evalMs));
+  if (r.evaluation && r.checksRun)
+    lines.push(`    checks sampled from the exported model by a --resume run (commit ${r.checksRun.commit})`);
   lines.push(
     `  wrote    ${r.out} (${r.export.merged ? "LoRA merged, " : ""}float32, ${REPORT_FILE})  total ${sec(t.totalMs)} wall`,
   );
@@ -211,6 +216,7 @@ export const command: Command = {
           threads: { type: "string" },
           "prefix-cache-mb": { type: "string" },
           unlikelihood: { type: "string" },
+          resume: { type: "boolean" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -289,6 +295,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     device: str("device"),
     threads: intFlag("threads", str("threads"), { min: 0 }),
     prefixCacheMB: intFlag("prefix-cache-mb", str("prefix-cache-mb"), { min: 0 }),
+    resume: values.resume === true,
     progress: values.json ? null : process.stderr,
   });
   process.stdout.write(

@@ -35,6 +35,7 @@ import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } fro
 import { corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
 import { type SftExample, type SftSummary, summarizeSft } from "./sft.js";
 import { torchAnswerScorer } from "./torch-checks.js";
+import { planTorchResume } from "./torch-resume.js";
 import { encodeWithTemplate, runTorchSft, templateTokenizer } from "./torch-sft.js";
 import { cachedTokenizer } from "./unlikely.js";
 
@@ -220,6 +221,12 @@ export interface TorchPretrainOptions extends Partial<TorchPretrainSettings> {
   progress?: NodeJS.WriteStream | null;
   /** Skip the sampled checks (tests of the training path only). */
   skipEvaluation?: boolean;
+  /**
+   * Continue the warm start in `out` (`torch-resume.ts`): one whose checks are missing gets them
+   * sampled from its exported model, one that is complete is returned as it is; nothing there: a
+   * fresh run.
+   */
+  resume?: boolean;
   /** Passed to the worker (tests). */
   worker?: Partial<TorchWorkerOptions>;
 }
@@ -266,6 +273,8 @@ export interface TorchPretrainReport {
   targetsMet: boolean;
   timings: TorchPhaseTimes;
   run: RunMeta;
+  /** The run that sampled the checks, when a later `--resume` did (`timings.evalMs` is its). */
+  checksRun?: RunMeta;
 }
 
 function checkPositiveInt(flag: string, v: number): void {
@@ -552,6 +561,53 @@ function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvalua
 
 export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<TorchPretrainReport> {
   const r = prepareRun(opts);
+  const base = await baseModelRecord(r.modelDir);
+  if (opts.resume) {
+    const plan = planTorchResume({ ...r, base });
+    if (plan.kind === "done") {
+      r.say(`${r.out} is complete, checks included: nothing to resume`);
+      return plan.report;
+    }
+    if (plan.kind === "checks") return resumeChecks(r, opts, plan.report);
+  }
+  return trainAndCheck(r, opts, base);
+}
+
+/** The checks of a warm start that was trained and exported by an earlier, interrupted run. */
+async function resumeChecks(
+  r: TorchRun,
+  opts: TorchPretrainOptions,
+  report: TorchPretrainReport,
+): Promise<TorchPretrainReport> {
+  if (opts.skipEvaluation) return report;
+  r.say(`resuming ${r.out}: trained and exported by an earlier run, its checks missing`);
+  const clock = new Stopwatch();
+  const earlierMs = report.timings.totalMs;
+  const learner = await TorchLearner.open({
+    torch: torchModelConfig(r.out, { ...r.settings, loraRank: 0 }, opts.python),
+    optimizer: { lr: r.settings.lr, weightDecay: 0, gradClip: 1 },
+    seed: r.seed,
+    reference: false,
+    worker: workerOptions(r.settings, opts.worker),
+  });
+  clock.lap(); // the evaluation's time starts once the model is loaded, as in a fresh run
+  try {
+    report.checksRun = collectRunMeta("torch");
+    report.evaluation = await checksPhase(r, learner);
+    report.targetsMet = report.evaluation.targets.every((t) => t.met);
+    report.timings.evalMs = clock.lap();
+    await writeReport(r.out, report, clock, earlierMs);
+    return report;
+  } finally {
+    await learner.close();
+  }
+}
+
+async function trainAndCheck(
+  r: TorchRun,
+  opts: TorchPretrainOptions,
+  base: BaseModelRecord,
+): Promise<TorchPretrainReport> {
   const meta = collectRunMeta("torch");
   const clock = new Stopwatch();
   const timings: TorchPhaseTimes = {
@@ -563,7 +619,6 @@ export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<Torc
     evalMs: 0,
     totalMs: 0,
   };
-  const base = await baseModelRecord(r.modelDir);
   const corpus = await corpusPhase(r);
   timings.corpusMs = clock.lap();
   const { learner, lora } = await openLearner(r, opts, base);
@@ -608,7 +663,13 @@ export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<Torc
   }
 }
 
-async function writeReport(out: string, report: TorchPretrainReport, clock: Stopwatch): Promise<void> {
-  report.timings.totalMs = performance.now() - clock.start;
+/** Writes the report, its total wall time this run's plus `earlierMs` (a resumed run's predecessor). */
+async function writeReport(
+  out: string,
+  report: TorchPretrainReport,
+  clock: Stopwatch,
+  earlierMs = 0,
+): Promise<void> {
+  report.timings.totalMs = earlierMs + performance.now() - clock.start;
   await writeFileAtomic(join(out, REPORT_FILE), `${JSON.stringify(report, null, 2)}\n`);
 }
