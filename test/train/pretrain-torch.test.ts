@@ -72,6 +72,7 @@ describe("mage pretrain --backend torch", () => {
         /--preset: only for the embedded/,
       ],
       [["--game", "kuhn", "--model", "m"], /--model: only with --backend torch/],
+      [["--game", "kuhn", "--resume"], /--resume: only with --backend torch/],
       [["--game", "kuhn", "--backend", "gpu"], /valid choices: embedded, torch/],
       [
         ["--game", "go", "--backend", "torch", "--model", "m"],
