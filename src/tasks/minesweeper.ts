@@ -1,6 +1,7 @@
 /**
  * MineSweeper as a text task (lamer-reference §5.2): a 6×6 board with 3 mines and an opened
- * start region; each turn reveals ONE cell written `(row, col)`, 1-based. No flags.
+ * start region; each turn reveals ONE cell written `(row, col)`, 1-based, or with the knob
+ * `cells: digits` its two digits (`34`), as the compact board then shows closed cells. No flags.
  *
  * Rewards come from the engine (LaMer's table): +0.5 one cell opened, +2 a cascade, +10 the
  * reveal that wins, −0.1 a mine (lost, done). An unreadable, off-board or already-open cell
@@ -16,13 +17,37 @@ import {
   renderMinesweeper,
   revealCell,
 } from "../games/minesweeper.js";
+import { type CellFormat, cellFormatKnob, cellName } from "./cell-format.js";
 import { invalidStep } from "./invalid.js";
 import { parseMinesweeperMove } from "./parse.js";
 import type { StepResult, TaskInfo, TaskPromptText, TextTask } from "./types.js";
 
 export interface MinesweeperTaskOptions {
-  /** Board knobs (default 6×6 with 3 mines). */
-  knobs?: Partial<MinesweeperKnobs>;
+  /** Board knobs (default 6×6 with 3 mines) and the cell format (`cells`, default `pair`). */
+  knobs?: Partial<MinesweeperKnobs> & { cells?: CellFormat };
+}
+
+/** The reply clause of the compact rules, which also tells a reader of the prompt the cell format. */
+export const MINESWEEPER_COMPACT_REPLY: Record<CellFormat, string> = {
+  pair: "Reply one closed cell: <action>(row, col)</action>",
+  digits: "Reply one closed cell: <action>rowcol</action>, e.g. <action>34</action>",
+};
+
+/** The cell format a MineSweeper prompt asks for (its compact rules); `pair` when it names none. */
+export function minesweeperCellFormatOfPrompt(text: string): CellFormat {
+  return text.includes(MINESWEEPER_COMPACT_REPLY.digits) ? "digits" : "pair";
+}
+
+/** A board's cell format, checked: two digits name cells of boards up to 9×9 only. */
+function minesweeperCellFormat(knobs: MinesweeperTaskOptions["knobs"]): CellFormat {
+  const cells = cellFormatKnob("minesweeper", knobs?.cells);
+  const rows = knobs?.rows ?? 6;
+  const cols = knobs?.cols ?? 6;
+  if (cells === "digits" && (rows > 9 || cols > 9))
+    throw new RangeError(
+      `minesweeper knob cells: digits names cells of boards up to 9x9, not ${rows}x${cols}`,
+    );
+  return cells;
 }
 
 export class MinesweeperTask implements TextTask {
@@ -30,11 +55,14 @@ export class MinesweeperTask implements TextTask {
   readonly opponent = null;
   readonly seat = null;
   private readonly knobs: Partial<MinesweeperKnobs>;
+  readonly cells: CellFormat;
   private initial: MinesweeperBoard | undefined;
   private board!: MinesweeperBoard;
 
   constructor(options: MinesweeperTaskOptions = {}) {
-    this.knobs = options.knobs ?? {};
+    const { cells: _cells, ...board } = options.knobs ?? {};
+    this.knobs = board;
+    this.cells = minesweeperCellFormat(options.knobs);
   }
 
   async reset(rng: Rng): Promise<void> {
@@ -68,6 +96,7 @@ export class MinesweeperTask implements TextTask {
       b.rows,
       b.cols,
       (r, c) => b.revealed[(r - 1) * b.cols + (c - 1)],
+      this.cells,
     );
     if (!parsed.ok) {
       return invalidStep(
@@ -79,6 +108,7 @@ export class MinesweeperTask implements TextTask {
       );
     }
     const { row, col } = parsed.move;
+    const cell = cellName(row, col, this.cells);
     const r = revealCell(b, row - 1, col - 1);
     this.board = r.board;
     const cellWord = r.opened === 1 ? "cell" : "cells";
@@ -89,14 +119,14 @@ export class MinesweeperTask implements TextTask {
       draw: false,
       score: r.won ? 1 : 0,
       valid: true,
-      action: `(${row}, ${col})`,
+      action: cell,
       feedback: r.lost ? "it was a mine" : `${r.opened} ${cellWord} opened`,
       compactFeedback: r.lost ? "Mine!" : `Opened ${r.opened}.`,
       observation: this.observation(),
       compactObservation: this.compactObservation(),
     };
     if (r.done) {
-      result.outcome = r.won ? "You cleared the board." : `You lost: (${row}, ${col}) was a mine.`;
+      result.outcome = r.won ? "You cleared the board." : `You lost: ${cell} was a mine.`;
       result.compactOutcome = r.won ? "Cleared." : "Lost.";
     }
     return result;
@@ -106,11 +136,29 @@ export class MinesweeperTask implements TextTask {
     return renderMinesweeper(this.board);
   }
 
-  /** Rows as `r:` + one symbol per cell, no spaces. */
+  /**
+   * `pair`: rows as `r:` + one symbol per cell, no spaces. `digits`: the cells separated by
+   * spaces, each closed one shown as its row and column digits (`34`) instead of `?`, so a legal
+   * answer repeats text on the board (as TicTacToe's compact board, `compactBoardText`).
+   */
   compactObservation(): string {
+    if (this.cells === "digits") return this.digitsBoard();
     return renderMinesweeper(this.board)
       .split("\n")
       .map((line) => line.replace(/^Row (\d+): /, "$1:").replace(/ /g, ""))
+      .join("\n");
+  }
+
+  private digitsBoard(): string {
+    return renderMinesweeper(this.board)
+      .split("\n")
+      .map((line, r) =>
+        line
+          .replace(/^Row \d+: /, "")
+          .split(" ")
+          .map((symbol, c) => (symbol === "?" ? cellName(r + 1, c + 1, "digits") : symbol))
+          .join(" "),
+      )
       .join("\n");
   }
 
@@ -140,6 +188,7 @@ export class MinesweeperTask implements TextTask {
     const rows = b?.rows ?? this.knobs.rows ?? 6;
     const cols = b?.cols ?? this.knobs.cols ?? 6;
     const mines = b?.numMines ?? this.knobs.mines ?? 3;
+    const digits = this.cells === "digits";
     return {
       rules: [
         `You are playing MineSweeper on a ${rows}x${cols} board with ${mines} hidden mines. Some cells are already open.`,
@@ -151,11 +200,16 @@ export class MinesweeperTask implements TextTask {
       ].join("\n"),
       playInstruction:
         "Think step by step: use the numbers to work out which unopened cells must be mines and which are " +
-        "safe. Then open one safe unopened cell, given as (row, col) inside <action> </action>, for example " +
-        "<action>(3, 4)</action>.",
-      compactRules:
-        `MineSweeper ${rows}x${cols}, ${mines} mines. ? closed, . no mine near, 1-8 mines among neighbours. Open every ` +
-        "safe cell; a mine loses. Rows/cols from 1. Reply one closed cell: <action>(row, col)</action>",
+        (digits
+          ? "safe. Then open one safe unopened cell, given as its row and column digits inside <action> </action>, " +
+            "for example <action>34</action> for row 3, column 4."
+          : "safe. Then open one safe unopened cell, given as (row, col) inside <action> </action>, for example " +
+            "<action>(3, 4)</action>."),
+      compactRules: digits
+        ? `MineSweeper ${rows}x${cols}, ${mines} mines. A closed cell shows its row and column (34: row 3, col 4), ` +
+          `. no mine near, 1-8 mines among neighbours. Open every safe cell; a mine loses. ${MINESWEEPER_COMPACT_REPLY.digits}`
+        : `MineSweeper ${rows}x${cols}, ${mines} mines. ? closed, . no mine near, 1-8 mines among neighbours. Open every ` +
+          `safe cell; a mine loses. Rows/cols from 1. ${MINESWEEPER_COMPACT_REPLY.pair}`,
       compactAsk: "Your cell?",
       actionWord: "Cell",
     };

@@ -5,12 +5,13 @@
  *
  * Accepted formats (the prompts ask for the first one of each):
  * - cells (TicTacToe, MineSweeper): `(row, col)`, 1-based; the brackets may be `()` or `[]` or
- *   left out (`2,3`); exactly one pair, nothing else in the tag. TicTacToe with `cells: digits`
- *   asks for the two digits (`23`) and takes `(row, col)` as well.
+ *   left out (`2,3`); exactly one pair, nothing else in the tag. With the knob `cells: digits`
+ *   both ask for the two digits (`23`) and take `(row, col)` as well.
  * - Kuhn: `PASS` or `BET` in any case.
  * - Sokoban: 1 to `maxMoves` of `up|down|left|right`, separated by commas and/or spaces.
  */
 import { extractTag } from "../core/tags.js";
+import { type CellFormat, cellName } from "./cell-format.js";
 import type { TicTacToeCellFormat } from "./tictactoe.js";
 
 export type Parsed<T> = { ok: true; move: T } | { ok: false; reason: string };
@@ -44,15 +45,25 @@ export function parseCell(response: string, rows: number, cols: number): Parsed<
   return { ok: true, move: { row, col } };
 }
 
-const DIGITS_CELL_RE = /^([1-3])([1-3])$/;
+const DIGITS_CELL_RE = /^([1-9])([1-9])$/;
 
-/** A TicTacToe cell written as its two digits (`23`), else as `(row, col)`. */
-function parseDigitsCell(response: string): Parsed<Cell> {
+/**
+ * A cell in the task's format on a rows×cols board: `(row, col)`, or with `digits` its two digits
+ * (`23`, boards of at most 9×9), `(row, col)` accepted as well.
+ */
+export function parseCellAs(response: string, rows: number, cols: number, format: CellFormat): Parsed<Cell> {
+  if (format === "pair") return parseCell(response, rows, cols);
   const c = actionContent(response);
   if (!c.ok) return c;
   const m = DIGITS_CELL_RE.exec(c.move);
-  if (m) return { ok: true, move: { row: Number(m[1]), col: Number(m[2]) } };
-  const pair = parseCell(response, 3, 3);
+  if (m) {
+    const row = Number(m[1]);
+    const col = Number(m[2]);
+    if (row > rows || col > cols)
+      return { ok: false, reason: `${row}${col} is off the board (rows 1-${rows}, columns 1-${cols})` };
+    return { ok: true, move: { row, col } };
+  }
+  const pair = parseCell(response, rows, cols);
   if (pair.ok || !pair.reason.includes("is not a cell")) return pair;
   return { ok: false, reason: `"${clip(c.move)}" is not a cell written as two digits (row, column)` };
 }
@@ -66,12 +77,11 @@ export function parseTicTacToeMove(
   free: readonly number[],
   format: TicTacToeCellFormat = "pair",
 ): Parsed<number> {
-  const c = format === "digits" ? parseDigitsCell(response) : parseCell(response, 3, 3);
+  const c = parseCellAs(response, 3, 3, format);
   if (!c.ok) return c;
   const cell = (c.move.row - 1) * 3 + (c.move.col - 1);
   if (!free.includes(cell)) {
-    const text = format === "digits" ? `${c.move.row}${c.move.col}` : `(${c.move.row}, ${c.move.col})`;
-    return { ok: false, reason: `cell ${text} is already taken` };
+    return { ok: false, reason: `cell ${cellName(c.move.row, c.move.col, format)} is already taken` };
   }
   return { ok: true, move: cell };
 }
@@ -121,11 +131,12 @@ export function parseMinesweeperMove(
   rows: number,
   cols: number,
   isOpen?: (row: number, col: number) => boolean,
+  format: CellFormat = "pair",
 ): Parsed<Cell> {
-  const c = parseCell(response, rows, cols);
+  const c = parseCellAs(response, rows, cols, format);
   if (!c.ok) return c;
   if (isOpen?.(c.move.row, c.move.col)) {
-    return { ok: false, reason: `cell (${c.move.row}, ${c.move.col}) is already revealed` };
+    return { ok: false, reason: `cell ${cellName(c.move.row, c.move.col, format)} is already revealed` };
   }
   return c;
 }

@@ -67,7 +67,8 @@ export const TASKS: Record<string, () => Promise<TaskDefinition>> = {
     const m = await import("./minesweeper.js");
     return {
       name: "minesweeper",
-      description: "open every safe cell of a 6x6 board with 3 mines; one (row, col) per turn",
+      description:
+        "open every safe cell of a 6x6 board with 3 mines; one (row, col) per turn, or 34 with the knob cells: digits",
       maxTurns: 7,
       twoPlayer: false,
       create: (o) => new m.MinesweeperTask({ knobs: o.knobs }),

@@ -5,26 +5,22 @@
  * Rewards: +10 win, −10 loss, 0 draw (and 0 for every other step, invalid ones included).
  * Score: +1 / 0 / −1 at the end of the game.
  */
+
 import { colOf, emptyCells, renderBoard, rowOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
+import { CELL_FORMATS, type CellFormat, cellFormatKnob, cellName } from "./cell-format.js";
 import { type Parsed, parseTicTacToeMove } from "./parse.js";
 import { type EndText, TwoPlayerTask } from "./two-player.js";
 import type { TaskOptions, TaskPromptText } from "./types.js";
 
 export const TICTACTOE_DEFAULT_OPPONENT = "mcts:100";
 
-/**
- * How answers and the opponent's moves name a cell: `pair` writes `(2, 3)` (the reference's
- * format), `digits` writes `23`. A real model copies a free cell off the compact board far more
- * reliably when the answer is the board's own text (docs/design.md, "TicTacToe cells as digits").
- */
-export const TICTACTOE_CELL_FORMATS = ["pair", "digits"] as const;
-export type TicTacToeCellFormat = (typeof TICTACTOE_CELL_FORMATS)[number];
+/** TicTacToe's cell formats: those of every board task (`cell-format.ts`). */
+export const TICTACTOE_CELL_FORMATS = CELL_FORMATS;
+export type TicTacToeCellFormat = CellFormat;
 
 /** The text of a cell index (0..8, row-major), 1-based: `(2, 3)` or `23`. */
 export function cellText(cell: number, format: TicTacToeCellFormat = "pair"): string {
-  const r = rowOf(cell) + 1;
-  const c = colOf(cell) + 1;
-  return format === "digits" ? `${r}${c}` : `(${r}, ${c})`;
+  return cellName(rowOf(cell) + 1, colOf(cell) + 1, format);
 }
 
 /** All nine cells' texts in index order. */
@@ -48,12 +44,7 @@ export function tictactoeCellFormat(knobs: Record<string, unknown> | undefined):
   const unknown = Object.keys(knobs ?? {}).filter((k) => k !== "cells");
   if (unknown.length > 0)
     throw new RangeError(`unknown tictactoe knob(s) ${unknown.join(", ")}; valid: cells`);
-  const cells = knobs?.cells ?? "pair";
-  if (!TICTACTOE_CELL_FORMATS.includes(cells as TicTacToeCellFormat))
-    throw new RangeError(
-      `tictactoe knob cells must be one of ${TICTACTOE_CELL_FORMATS.join(", ")}, got ${String(cells)}`,
-    );
-  return cells as TicTacToeCellFormat;
+  return cellFormatKnob("tictactoe", knobs?.cells);
 }
 
 /**

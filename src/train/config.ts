@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
+import { CELL_FORMATS } from "../tasks/cell-format.js";
 import { TICTACTOE_CELL_FORMATS } from "../tasks/tictactoe.js";
 
 /**
@@ -60,9 +61,18 @@ const MinesweeperKnobsConfig = z
     rows: z.number().int().min(2).max(16).optional(),
     cols: z.number().int().min(2).max(16).optional(),
     mines: z.number().int().min(1).optional(),
+    /** How answers name a cell: `pair` `(3, 4)`, `digits` `34` (boards up to 9×9; compact boards show closed cells so). */
+    cells: z.enum(CELL_FORMATS).optional(),
   })
   .strict()
   .superRefine((k, ctx) => {
+    if (k.cells === "digits" && ((k.rows ?? 6) > 9 || (k.cols ?? 6) > 9)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["cells"],
+        message: `digits name cells of boards up to 9x9, not ${k.rows ?? 6}x${k.cols ?? 6}`,
+      });
+    }
     const cells = (k.rows ?? 6) * (k.cols ?? 6);
     if (k.mines !== undefined && k.mines > cells - 2) {
       ctx.addIssue({
@@ -564,7 +574,7 @@ export const SOKOBAN_KNOB_FIELDS = [
   "movesPerTurn",
   "maxSteps",
 ] as const;
-export const MINESWEEPER_KNOB_FIELDS = ["rows", "cols", "mines"] as const;
+export const MINESWEEPER_KNOB_FIELDS = ["rows", "cols", "mines", "cells"] as const;
 export const TICTACTOE_KNOB_FIELDS = ["cells"] as const;
 
 /**

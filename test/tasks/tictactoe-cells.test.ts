@@ -39,7 +39,9 @@ describe("TicTacToe cells as digits (task.tictactoe.cells)", () => {
     const taken = parseTicTacToeMove("<action>11</action>", [1, 2], "digits");
     assert.deepEqual(taken, { ok: false, reason: "cell 11 is already taken" });
     const bad = parseTicTacToeMove("<action>34</action>", ALL, "digits");
-    assert.ok(!bad.ok && /two digits/.test(bad.reason), JSON.stringify(bad));
+    assert.deepEqual(bad, { ok: false, reason: "34 is off the board (rows 1-3, columns 1-3)" });
+    const word = parseTicTacToeMove("<action>centre</action>", ALL, "digits");
+    assert.ok(!word.ok && /two digits/.test(word.reason), JSON.stringify(word));
   });
 
   it("writes the rules, the agent's moves and the opponent's replies in the task's format", async () => {

@@ -33,7 +33,7 @@ const USAGE =
   "  --unlikelihood: TicTacToe and MineSweeper, weight of a term that pushes down the tokens of taken or revealed\n" +
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
   '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair";\n' +
-  "    the puzzles' difficulty as below (the puzzles' torch defaults are not yet measured on a real model)\n" +
+  "    the puzzles' difficulty as below, and MineSweeper's cells as digits too (\"cells: digits\": <action>34</action>)\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
@@ -41,7 +41,7 @@ const USAGE =
   "  --reflection-moves: most moves (Sokoban) or cells (MineSweeper) a corpus reflection lists, the rest counted\n" +
   "    (0: all; torch default 5 and 3)\n" +
   "  --heed-reflections: MineSweeper, later corpus attempts never reveal a cell an earlier reflection named a mine\n" +
-  '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"; TicTacToe, "cells: digits"';
+  '  --knobs: puzzles, the levels\' difficulty, e.g. "roomSize: [7, 7], boxes: 2" or "mines: 4"; TicTacToe and MineSweeper, "cells: digits"';
 
 function numberFlag(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;

@@ -33,6 +33,8 @@ import { lastUserMessage, ScriptedAgent, type ScriptedBehaviour } from "../../po
 import type { ChatMessage, SamplingParams } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
+import { type CellFormat, cellName } from "../../tasks/cell-format.js";
+import { minesweeperCellFormatOfPrompt } from "../../tasks/minesweeper.js";
 import { assignGroups, type PoolEntry } from "../../tasks/population.js";
 import { loadTask } from "../../tasks/registry.js";
 import {
@@ -546,19 +548,41 @@ const sokobanPlayer: GamePlayer = {
 // ---- MineSweeper ----
 
 const MS_ROW = /^(\d+):(\S+)$/;
+/** A row of the `digits` compact board: closed cells as their two digits, the others as symbols. */
+const MS_DIGITS_ROW = /^(?:[1-9][1-9]|[.1-8*])(?: (?:[1-9][1-9]|[.1-8*]))+$/;
 
+/** The board rows of a MineSweeper observation, one symbol per cell (`?` closed), in either format. */
 function minesweeperBoard(text: string): string[] {
-  return text
-    .split("\n")
-    .map((l) => MS_ROW.exec(l)?.[2])
-    .filter((r): r is string => r !== undefined);
+  const rows: string[] = [];
+  for (const line of text.split("\n")) {
+    const pair = MS_ROW.exec(line)?.[2];
+    if (pair !== undefined) rows.push(pair);
+    else if (MS_DIGITS_ROW.test(line))
+      rows.push(
+        line
+          .split(" ")
+          .map((t) => (t.length === 2 ? "?" : t))
+          .join(""),
+      );
+  }
+  return rows;
 }
 
-function minesweeperCells(rows: readonly string[], closed: boolean): string[] {
+/** The cell format the trial's prompt asks for (its rules, in the first messages). */
+function minesweeperFormat(messages: readonly ChatMessage[]): CellFormat {
+  return minesweeperCellFormatOfPrompt(
+    messages
+      .slice(0, 2)
+      .map((m) => m.content)
+      .join("\n"),
+  );
+}
+
+function minesweeperCells(rows: readonly string[], closed: boolean, format: CellFormat): string[] {
   const out: string[] = [];
   rows.forEach((row, r) => {
     for (let c = 0; c < row.length; c++) {
-      if ((row[c] === "?") === closed) out.push(`(${r + 1}, ${c + 1})`);
+      if ((row[c] === "?") === closed) out.push(cellName(r + 1, c + 1, format));
     }
   });
   return out;
@@ -621,8 +645,8 @@ export function minesNamedInReflections(messages: readonly ChatMessage[]): Set<s
     if (m.role !== "assistant") continue;
     const remark = extractTag(m.content, "remark");
     if (!remark.ok) continue;
-    for (const hit of remark.content.matchAll(/\((\d+), (\d+)\) was a mine/g))
-      named.add(`${hit[1]},${hit[2]}`);
+    for (const hit of remark.content.matchAll(/(?:\((\d+), (\d+)\)|\b([1-9])([1-9])) was a mine/g))
+      named.add(`${hit[1] ?? hit[3]},${hit[2] ?? hit[4]}`);
   }
   return named;
 }
@@ -633,7 +657,8 @@ const minesweeperPlayer: GamePlayer = {
     const rows = minesweeperBoard(lastUserMessage(messages));
     if (rows.length === 0) return null;
     const C = rows[0].length;
-    const cell = (i: number) => `(${Math.floor(i / C) + 1}, ${(i % C) + 1})`;
+    const format = minesweeperFormat(messages);
+    const cell = (i: number) => cellName(Math.floor(i / C) + 1, (i % C) + 1, format);
     const closed: number[] = [];
     rows.forEach((row, r) => {
       for (let c = 0; c < row.length; c++) if (row[c] === "?") closed.push(r * C + c);
@@ -654,20 +679,23 @@ const minesweeperPlayer: GamePlayer = {
   legal(messages) {
     const rows = minesweeperBoard(lastUserMessage(messages));
     if (rows.length === 0) throw new Error("scripted MineSweeper player: no board in the prompt");
-    return minesweeperCells(rows, true);
+    return minesweeperCells(rows, true, minesweeperFormat(messages));
   },
   // Every cell of the board: the unlikelihood term pushes down the revealed ones.
   answerSet(messages) {
     const rows = minesweeperBoard(lastUserMessage(messages));
-    return [...minesweeperCells(rows, true), ...minesweeperCells(rows, false)];
+    const format = minesweeperFormat(messages);
+    return [...minesweeperCells(rows, true, format), ...minesweeperCells(rows, false, format)];
   },
   malformed: {
     "no-tags": (legal, _m, rng) => rng.pick(legal),
     unclosed: (legal, _m, rng) => `<action>${rng.pick(legal)}`,
-    "off-board": (_l, _m, rng) => `<action>${rng.pick(["(7, 1)", "(0, 3)", "(2, 9)"])}</action>`,
+    "off-board": (_l, messages, rng) =>
+      `<action>${rng.pick(minesweeperFormat(messages) === "digits" ? ["71", "29", "77"] : ["(7, 1)", "(0, 3)", "(2, 9)"])}</action>`,
     revealed: (_l, messages, rng) => {
-      const open = minesweeperCells(minesweeperBoard(lastUserMessage(messages)), false);
-      return `<action>${open.length > 0 ? rng.pick(open) : "(7, 1)"}</action>`;
+      const format = minesweeperFormat(messages);
+      const open = minesweeperCells(minesweeperBoard(lastUserMessage(messages)), false, format);
+      return `<action>${open.length > 0 ? rng.pick(open) : cellName(7, 1, format)}</action>`;
     },
   },
   reflection(messages, rng, maxMoves) {

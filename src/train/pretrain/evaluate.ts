@@ -338,6 +338,7 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
     const reason = (r.invalidReason ?? "unknown")
       .replace(/\(\d+, \d+\)/g, "(r, c)")
       .replace(/^cell \d\d is/, "cell rc is")
+      .replace(/^\d\d is off the board/, "rc is off the board")
       .replace(/"[^"]*"/g, '"…"');
     invalidReasons[reason] = (invalidReasons[reason] ?? 0) + 1;
   }
