@@ -54,9 +54,9 @@ describe("mage pretrain --backend torch --resume", () => {
     assert.equal(plan.kind === "done" && plan.report.evaluation?.trials, 40);
   });
 
-  it("lets the worker's threads and prefix store differ, since they change speed only", () => {
+  it("lets the worker's threads, prefix store and batch differ, since they change speed and memory only", () => {
     const cut = reportDir(false);
-    const s = { ...TORCH_PRETRAIN_DEFAULTS.minesweeper, threads: 2, prefixCacheMB: 512 };
+    const s = { ...TORCH_PRETRAIN_DEFAULTS.minesweeper, threads: 2, prefixCacheMB: 512, evalBatch: 8 };
     assert.equal(planTorchResume(inputs(cut, { settings: s })).kind, "checks");
   });
 

@@ -25,11 +25,13 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--resume] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--eval-batch N] [--resume] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
   "  --resume (torch): a warm start in --out whose checks were cut off gets them sampled from its exported model;\n" +
-  "    a complete one is printed as it is; the settings must be those it was trained with\n" +
+  "    a complete one is printed as it is; the settings must be those it was trained with, except --threads,\n" +
+  "    --prefix-cache-mb and --eval-batch (most trials sampled in one call, default 64: lower it when the checks\n" +
+  "    run out of memory)\n" +
   "  --unlikelihood: TicTacToe and MineSweeper, weight of a term that pushes down the tokens of taken or revealed\n" +
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
   '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair";\n' +
@@ -83,6 +85,7 @@ const TORCH_ONLY_FLAGS = [
   "prefix-cache-mb",
   "unlikelihood",
   "resume",
+  "eval-batch",
 ];
 
 /** A UsageError when a flag of the other backend is given. */
@@ -217,6 +220,7 @@ export const command: Command = {
           "prefix-cache-mb": { type: "string" },
           unlikelihood: { type: "string" },
           resume: { type: "boolean" },
+          "eval-batch": { type: "string" },
           json: { type: "boolean", default: false },
         },
         strict: true,
@@ -295,6 +299,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     device: str("device"),
     threads: intFlag("threads", str("threads"), { min: 0 }),
     prefixCacheMB: intFlag("prefix-cache-mb", str("prefix-cache-mb"), { min: 0 }),
+    evalBatch: intFlag("eval-batch", str("eval-batch"), { min: 1 }),
     resume: values.resume === true,
     progress: values.json ? null : process.stderr,
   });

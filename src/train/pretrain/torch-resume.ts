@@ -11,8 +11,16 @@ import { readJsonOrNull } from "../../core/json-file.js";
 import { REPORT_FILE } from "./run.js";
 import type { BaseModelRecord, TorchPretrainReport, TorchPretrainSettings } from "./torch-run.js";
 
-/** Settings that change how fast the checks run, not what they sample: free to differ on resume. */
-const RUNTIME_ONLY_SETTINGS: ReadonlySet<keyof TorchPretrainSettings> = new Set(["threads", "prefixCacheMB"]);
+/**
+ * Settings that change how fast the checks run and how much memory they take, not what they
+ * sample (each request's seed is its own; batching changes results by rounding at most): free to
+ * differ on resume, so checks that ran out of memory can be resumed with a smaller batch.
+ */
+const RUNTIME_ONLY_SETTINGS: ReadonlySet<keyof TorchPretrainSettings> = new Set([
+  "threads",
+  "prefixCacheMB",
+  "evalBatch",
+]);
 
 export type TorchResumePlan =
   /** Nothing to resume: no report in the directory. */
