@@ -351,14 +351,17 @@ function isEmptyCell(m: string): boolean {
   return m !== "X" && m !== "O";
 }
 
-/** The cell format the trial's prompt asks for (its rules, in the first messages). */
+/** The trial's rules: its first messages, where a board game's prompt names its cell format. */
+function promptRules(messages: readonly ChatMessage[]): string {
+  return messages
+    .slice(0, 2)
+    .map((m) => m.content)
+    .join("\n");
+}
+
+/** The cell format the trial's prompt asks for. */
 function promptCellFormat(messages: readonly ChatMessage[]): TicTacToeCellFormat {
-  return cellFormatOfPrompt(
-    messages
-      .slice(0, 2)
-      .map((m) => m.content)
-      .join("\n"),
-  );
+  return cellFormatOfPrompt(promptRules(messages));
 }
 
 function cellsWhere(board: string[][], mark: (m: string) => boolean, format: TicTacToeCellFormat): string[] {
@@ -568,14 +571,9 @@ function minesweeperBoard(text: string): string[] {
   return rows;
 }
 
-/** The cell format the trial's prompt asks for (its rules, in the first messages). */
+/** The cell format the MineSweeper trial's prompt asks for. */
 function minesweeperFormat(messages: readonly ChatMessage[]): CellFormat {
-  return minesweeperCellFormatOfPrompt(
-    messages
-      .slice(0, 2)
-      .map((m) => m.content)
-      .join("\n"),
-  );
+  return minesweeperCellFormatOfPrompt(promptRules(messages));
 }
 
 function minesweeperCells(rows: readonly string[], closed: boolean, format: CellFormat): string[] {

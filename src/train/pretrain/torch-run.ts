@@ -471,17 +471,23 @@ async function corpusPhase(r: TorchRun) {
   return corpus;
 }
 
-async function openLearner(r: TorchRun, opts: TorchPretrainOptions, base: BaseModelRecord) {
-  const t = performance.now();
+/** The worker on `torch`'s model, with the run's optimizer, seed and threads; no reference model. */
+function openWorker(r: TorchRun, opts: TorchPretrainOptions, torch: TorchModelConfig): Promise<TorchLearner> {
   const s = r.settings;
-  const torch = torchModelConfig(r.modelDir, s, opts.python);
-  const learner = await TorchLearner.open({
+  return TorchLearner.open({
     torch,
     optimizer: { lr: s.lr, weightDecay: s.weightDecay, gradClip: 1 },
     seed: r.seed,
     reference: false,
     worker: workerOptions(s, opts.worker),
   });
+}
+
+async function openLearner(r: TorchRun, opts: TorchPretrainOptions, base: BaseModelRecord) {
+  const t = performance.now();
+  const s = r.settings;
+  const torch = torchModelConfig(r.modelDir, s, opts.python);
+  const learner = await openWorker(r, opts, torch);
   const info = learner.info;
   const tuning = torch.lora ? `, LoRA rank ${torch.lora.rank}` : ", full fine-tuning";
   r.say(
@@ -545,6 +551,12 @@ async function sftPhase(r: TorchRun, learner: TorchLearner, examples: readonly S
   return { sft, unlikely };
 }
 
+/** Samples the checks into the report (its evaluation and whether every target is met). */
+async function checkInto(r: TorchRun, learner: TorchLearner, report: TorchPretrainReport): Promise<void> {
+  report.evaluation = await checksPhase(r, learner);
+  report.targetsMet = report.evaluation.targets.every((t) => t.met);
+}
+
 function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvaluation> {
   r.say(`sampling ${r.settings.evalTrials} fresh trials at temperature 1 …`);
   return evaluatePretrained({
@@ -583,18 +595,15 @@ async function resumeChecks(
   r.say(`resuming ${r.out}: trained and exported by an earlier run, its checks missing`);
   const clock = new Stopwatch();
   const earlierMs = report.timings.totalMs;
-  const learner = await TorchLearner.open({
-    torch: torchModelConfig(r.out, { ...r.settings, loraRank: 0 }, opts.python),
-    optimizer: { lr: r.settings.lr, weightDecay: 0, gradClip: 1 },
-    seed: r.seed,
-    reference: false,
-    worker: workerOptions(r.settings, opts.worker),
-  });
+  const learner = await openWorker(
+    r,
+    opts,
+    torchModelConfig(r.out, { ...r.settings, loraRank: 0 }, opts.python),
+  );
   clock.lap(); // the evaluation's time starts once the model is loaded, as in a fresh run
   try {
     report.checksRun = collectRunMeta("torch");
-    report.evaluation = await checksPhase(r, learner);
-    report.targetsMet = report.evaluation.targets.every((t) => t.met);
+    await checkInto(r, learner, report);
     report.timings.evalMs = clock.lap();
     await writeReport(r.out, report, clock, earlierMs);
     return report;
@@ -651,10 +660,7 @@ async function trainAndCheck(
     };
     // Written now too, so a directory whose checks fail still says which base it came from.
     await writeReport(r.out, report, clock);
-    if (!opts.skipEvaluation) {
-      report.evaluation = await checksPhase(r, learner);
-      report.targetsMet = report.evaluation.targets.every((t) => t.met);
-    }
+    if (!opts.skipEvaluation) await checkInto(r, learner, report);
     timings.evalMs = clock.lap();
     await writeReport(r.out, report, clock);
     return report;
