@@ -177,9 +177,20 @@ def load(req: dict[str, Any]) -> Loaded:
         model = get_peft_model(base, conf)
     model.to(device)
     if req.get("gradientCheckpointing", False):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[operator]
+        enable_checkpointing(model)
     model.eval()
     return Loaded(model, tokenizer, reference, lora, device, dtype, architecture, eos, context, vocab)
+
+
+def enable_checkpointing(model: Any) -> None:
+    """Activation (gradient) checkpointing, non-reentrant. transformers renamed the method: the
+    pinned 5.23 has `activation_checkpointing_enable`, the 5.17 of a GPU machine's image only
+    `gradient_checkpointing_enable` (with a differently named keyword)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 @contextlib.contextmanager

@@ -153,11 +153,38 @@ def test_save_replaces_an_existing_checkpoint_atomically(llama_dir: Path, tmp_pa
     assert '"step": 1' in (tmp_path / "ck" / "mage-learner.json").read_text()
 
 
+def checkpointing_on(model: Any) -> bool:
+    """transformers 5.23's flag, else the older name (5.17 on the GPU machine's image)."""
+    flag = getattr(model, "is_activation_checkpointing", None)
+    return bool(model.is_gradient_checkpointing if flag is None else flag)
+
+
+def test_checkpointing_uses_the_older_method_where_the_new_one_is_missing() -> None:
+    from mage_learner.model import enable_checkpointing
+
+    class Older:  # transformers before the rename: only gradient_checkpointing_enable
+        def __init__(self) -> None:
+            self.kwargs: dict[str, Any] | None = None
+
+        def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any]) -> None:
+            self.kwargs = gradient_checkpointing_kwargs
+
+    class Newer(Older):
+        def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any]) -> None:
+            self.kwargs = {"new": True, **activation_checkpointing_kwargs}
+
+    older, newer = Older(), Newer()
+    enable_checkpointing(older)
+    enable_checkpointing(newer)
+    assert older.kwargs == {"use_reentrant": False}
+    assert newer.kwargs == {"new": True, "use_reentrant": False}
+
+
 def test_gradient_checkpointing_gives_the_same_update(llama_dir: Path) -> None:
     plain = loaded_worker(llama_dir)
     ckpt = loaded_worker(llama_dir, gradientCheckpointing=True)
-    assert ckpt.loaded is not None and ckpt.loaded.model.is_activation_checkpointing
-    assert plain.loaded is not None and not plain.loaded.model.is_activation_checkpointing
+    assert ckpt.loaded is not None and checkpointing_on(ckpt.loaded.model)
+    assert plain.loaded is not None and not checkpointing_on(plain.loaded.model)
     g1, g2 = capture_grads(plain), capture_grads(ckpt)
     b = ppo_batch(plain, 8)
     h1, _ = call(plain, "update", b, loss=LOSS, lr=1e-2)
