@@ -34,6 +34,7 @@ export const WarmStartSchema = z
     device: z.string().min(1),
     threads: z.number().int().min(0),
     prefixCacheMB: z.number().min(0),
+    evalBatch: z.number().int().positive(),
   })
   .partial()
   .strict();
@@ -50,7 +51,7 @@ export const TORCH_WARM_START_RECIPE = 1;
 const OFF_WHEN_ZERO: ReadonlySet<string> = new Set(["unlikelihood"]);
 
 /** How the process runs, not what it learns: left out of the key. */
-const RUNTIME_ONLY: ReadonlySet<string> = new Set(["threads", "prefixCacheMB", "device"]);
+const RUNTIME_ONLY: ReadonlySet<string> = new Set(["threads", "prefixCacheMB", "device", "evalBatch"]);
 
 const FLAGS: Record<keyof WarmStart, string> = {
   steps: "--steps",
@@ -69,6 +70,7 @@ const FLAGS: Record<keyof WarmStart, string> = {
   device: "--device",
   threads: "--threads",
   prefixCacheMB: "--prefix-cache-mb",
+  evalBatch: "--eval-batch",
 };
 
 /**

@@ -8,7 +8,7 @@ import { baseConflict } from "../../src/experiment/base-check.js";
 import { readBaseTargets } from "../../src/experiment/base-targets.js";
 import { describePlan } from "../../src/experiment/plan-state.js";
 import { planExperiment, pretrainArgs, readExperiment } from "../../src/experiment/spec.js";
-import { warmStartDone, warmStartKey } from "../../src/experiment/warm-start.js";
+import { warmStartArgs, warmStartDone, warmStartKey } from "../../src/experiment/warm-start.js";
 import { hfWeightsSha256Sync } from "../../src/model/checkpoint.js";
 import { formatMissedTargets, formatTargetValue } from "../../src/train/pretrain/target-text.js";
 
@@ -103,8 +103,10 @@ describe("experiment grids of real models", () => {
     const base = { ...config, model: { ...config.model, torch: { ...config.model.torch, path: "/m/smol" } } };
     const key = warmStartKey(base, {});
     assert.match(key, /^kuhn-smol-[0-9a-f]{8}$/);
-    assert.equal(warmStartKey(base, { threads: 1, prefixCacheMB: 64, device: "cuda" }), key);
+    assert.equal(warmStartKey(base, { threads: 1, prefixCacheMB: 64, device: "cuda", evalBatch: 10 }), key);
     assert.notEqual(warmStartKey(base, { steps: 31 }), key);
+    const args = warmStartArgs("kuhn", "/m/smol", 0, "out", { evalBatch: 10, threads: 1 });
+    assert.equal(args[args.indexOf("--eval-batch") + 1], "10");
     assert.notEqual(warmStartKey(base, { lr: 2e-3 }), key);
     const other = { ...base, model: { ...base.model, torch: { ...base.model.torch, path: "/m/qwen" } } };
     assert.notEqual(warmStartKey(other, {}), key);
