@@ -50,7 +50,8 @@ export interface RealGameSpec {
  * Kuhn against the unseen CFR player as second to act (the paper's cell); TicTacToe against
  * MCTS-100 with the agent first (the paper's cell), its scaling against `preferred:1`, a
  * fixed-preference bot the warm start can learn to beat within a trial (MCTS-100 beats it in every
- * attempt, so scaling there is flat for every method).
+ * attempt, so scaling there is flat for every method); Sokoban on held-out levels (one cell, no
+ * opponent; a solved attempt scores 1).
  */
 export const REAL_GAMES: readonly RealGameSpec[] = [
   {
@@ -72,6 +73,16 @@ export const REAL_GAMES: readonly RealGameSpec[] = [
     scalingWhere: "vs preferred:1 (agent first)",
     unit: "score",
     config: "configs/experiments/tictactoe-real-main.yaml",
+  },
+  {
+    game: "sokoban",
+    label: "sokoban (real LLM)",
+    cell: { opponent: "none", seat: "none" },
+    where: "on held-out levels",
+    scalingCell: { opponent: "none", seat: "none" },
+    scalingWhere: "on held-out levels",
+    unit: "score",
+    config: "configs/experiments/sokoban-real-main.yaml",
   },
 ];
 

@@ -783,4 +783,34 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
     assert.equal(tttVerdict(missed, /single-episode RL.*vs grpo/).verdict, "missed");
     assert.equal(tttVerdict(missed, /warm-started base's/).verdict, "missed");
   });
+
+  it("computes Sokoban's on its one held-out cell, apart from the stand-in's Sokoban targets", () => {
+    const none = (c: CellResult): CellResult => ({ ...c, opponent: "none", seat: "none" });
+    const asSokoban = (e: Experiment): Experiment => ({
+      ...e,
+      name: "sokoban-real-main",
+      runs: e.runs.map((r) => {
+        const s = r.summary;
+        const finalEval = s.finalEval && { ...s.finalEval, cells: s.finalEval.cells.map(none) };
+        const scalingEval = s.scalingEval && { ...s.scalingEval, cells: s.scalingEval.cells.map(none) };
+        return { ...r, summary: { ...s, game: "sokoban", finalEval, scalingEval } };
+      }),
+    });
+    const sokVerdict = (lines: TargetLine[], match: RegExp) =>
+      verdict(
+        lines.filter((l) => l.game === "sokoban (real LLM)"),
+        match,
+      );
+    const lines = targets([asSokoban(realGrid(0.2, -0.3))]);
+    assert.equal(sokVerdict(lines, /on held-out levels: MAGE in-trial gain > 0/).verdict, "met");
+    assert.equal(sokVerdict(lines, /MAGE final score ≥ the warm-started base's/).verdict, "met");
+    assert.equal(sokVerdict(lines, /scaling on held-out levels.*attempt 5/).verdict, "met");
+    assert.deepEqual(
+      lines.filter((l) => l.game === "sokoban" && l.verdict !== "not run"),
+      [],
+    );
+    const missed = targets([asSokoban(realGrid(0.01, 0.0))]);
+    assert.equal(sokVerdict(missed, /warm-started base's/).verdict, "missed");
+    assert.equal(tttVerdict(lines, /MAGE in-trial gain > 0/).verdict, "not run");
+  });
 });
