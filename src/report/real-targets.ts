@@ -203,6 +203,11 @@ function baseLine(
   );
 }
 
+/** A cell as the invalid-answers line names it; a puzzle's one cell has no opponent or seat. */
+function whereOf(c: { opponent: string; seat: string }): string {
+  return c.opponent === "none" && c.seat === "none" ? "on all tasks" : `vs ${c.opponent} (agent ${c.seat})`;
+}
+
 function invalidLine(spec: RealGameSpec, grid: ExperimentGame, target: string): TargetLine {
   let worst: { rate: number; where: string } | null = null;
   for (const m of grid.methods) {
@@ -210,7 +215,7 @@ function invalidLine(spec: RealGameSpec, grid: ExperimentGame, target: string): 
       for (const c of snapshotOf(r, "final")?.cells ?? []) {
         const rate = c.metrics.invalidRate;
         if (worst === null || rate > worst.rate)
-          worst = { rate, where: `${m.name} s${r.summary.seed} vs ${c.opponent} (agent ${c.seat})` };
+          worst = { rate, where: `${m.name} s${r.summary.seed} ${whereOf(c)}` };
       }
     }
   }

@@ -805,6 +805,7 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
     assert.equal(sokVerdict(lines, /on held-out levels: MAGE in-trial gain > 0/).verdict, "met");
     assert.equal(sokVerdict(lines, /MAGE final score ≥ the warm-started base's/).verdict, "met");
     assert.equal(sokVerdict(lines, /scaling on held-out levels.*attempt 5/).verdict, "met");
+    assert.match(sokVerdict(lines, /invalid answers/).measured, /\(\w+ s\d on all tasks\)$/);
     assert.deepEqual(
       lines.filter((l) => l.game === "sokoban" && l.verdict !== "not run"),
       [],
