@@ -1,6 +1,7 @@
 import type { CellResult } from "../evaluate/evaluate.js";
 import type { Estimate, TrialMetrics } from "../evaluate/metrics.js";
 import type { EvalSnapshot, RunSummary } from "../train/summary.js";
+import { cellLabel, cellKey as keyOf } from "./compare.js";
 import type { LoadedSummary } from "./load.js";
 import { modelColumn } from "./model.js";
 import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
@@ -143,18 +144,6 @@ interface CellKey {
   opponent: string;
   seat: string;
   unseen: boolean;
-}
-
-function keyOf(c: { opponent: string; seat: string }): string {
-  return `${c.opponent}\u0000${c.seat}`;
-}
-
-function cellLabel(c: CellKey): string {
-  if (c.opponent === "none" && c.seat === "none") return "all tasks";
-  const parts = [`vs ${c.opponent}`];
-  if (c.seat !== "none") parts.push(`agent ${c.seat}`);
-  parts.push(c.unseen ? "unseen" : "seen");
-  return parts.join(", ");
 }
 
 /** Evaluation cells of a game in first-seen order over its (sorted) runs. */
