@@ -238,7 +238,7 @@ def step_env(args: argparse.Namespace) -> dict[str, Any]:
         d["driver"] = nvidia_driver()
     installed = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__, "peft": peft.__version__}
     d["pin_mismatches"] = pin_mismatches(Path(args.root) / "python" / "requirements.txt", installed)
-    d["adapter_packages"] = {pkg: has_module(pkg) for pkg in OPTIONAL_PACKAGES.values()}
+    d["optional_packages"] = {pkg: has_module(pkg) for pkg in OPTIONAL_PACKAGES.values()}
     status, reason = "ok", None
     if args.device.startswith("cuda") and not cuda:
         status, reason = "failed", f"--device {args.device}, but this torch ({torch.__version__}) sees no CUDA device"
@@ -520,7 +520,7 @@ def pytest_command(ctx: Context, env_info: dict[str, Any]) -> tuple[list[str], l
         notes.append(f"{PIN_MODULE} ignored: " + "; ".join(env_info["pin_mismatches"]))
     if ctx.quick:
         notes.append("quick: test_device.py only")
-    packages = env_info.get("adapter_packages", {})
+    packages = env_info.get("optional_packages", {})
     for file, pkg in OPTIONAL_PACKAGES.items():
         if not packages.get(pkg, False):
             cmd += ["--ignore", str(tests / file)]

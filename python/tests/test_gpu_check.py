@@ -69,14 +69,14 @@ def test_pin_mismatches(tmp_path: Path) -> None:
 
 
 def test_pytest_command_leaves_out_what_cannot_run(tmp_path: Path) -> None:
-    env = {"adapter_packages": {"pyspiel": False, "textarena": True, "wandb": False}, "pin_mismatches": ["torch 2.9 installed, 2.15.0 pinned"]}
+    env = {"optional_packages": {"pyspiel": False, "textarena": True, "wandb": False}, "pin_mismatches": ["torch 2.9 installed, 2.15.0 pinned"]}
     cmd, notes = G.pytest_command(context(tmp_path, quick=False), env)
     tests = tmp_path / "python" / "tests"
     ignored = {cmd[i + 1] for i, c in enumerate(cmd) if c == "--ignore"}
     # The pin check imports wandb at collection: with other versions (or no wandb) it must not be collected at all.
     assert ignored == {str(tests / f) for f in ("test_environment.py", "test_openspiel_server.py", "test_wandb_sidecar.py")}
     assert len(notes) == 3
-    cmd, notes = G.pytest_command(context(tmp_path, quick=False), {"adapter_packages": {"pyspiel": True, "textarena": True, "wandb": True}})
+    cmd, notes = G.pytest_command(context(tmp_path, quick=False), {"optional_packages": {"pyspiel": True, "textarena": True, "wandb": True}})
     assert cmd[cmd.index("-k") + 1] == "not openspiel and not textarena" and "--ignore" not in cmd and notes == []
 
 
