@@ -53,6 +53,13 @@ const OFF_WHEN_ZERO: ReadonlySet<string> = new Set(["unlikelihood"]);
 /** How the process runs, not what it learns: left out of the key. */
 const RUNTIME_ONLY: ReadonlySet<string> = new Set(["threads", "prefixCacheMB", "device", "evalBatch"]);
 
+/**
+ * Games whose grids were keyed while the checks' batch was still in the key: their keys hold the
+ * game's default batch (not the grid's), so that their bases keep their directory names and the
+ * committed summaries still find them. The puzzles' grids were keyed after it left.
+ */
+const KEYED_WITH_DEFAULT_EVAL_BATCH: ReadonlySet<string> = new Set(["kuhn", "tictactoe"]);
+
 const FLAGS: Record<keyof WarmStart, string> = {
   steps: "--steps",
   corpusTrials: "--corpus-trials",
@@ -81,12 +88,13 @@ export function warmStartKey(config: MageConfig, warm: WarmStart, knobs: string 
   const game = torchGame(config);
   const base = config.model.torch.path;
   if (!base) throw new UsageError("warmStart: model.torch.path must name the base model to warm-start");
-  const resolved: Partial<TorchPretrainSettings> = { ...TORCH_PRETRAIN_DEFAULTS[game], ...warm };
-  const settings = Object.fromEntries(
-    Object.entries(resolved)
-      .filter(([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k) && !(OFF_WHEN_ZERO.has(k) && v === 0))
-      .sort(([a], [b]) => a.localeCompare(b)),
+  const defaults = TORCH_PRETRAIN_DEFAULTS[game];
+  const resolved: Partial<TorchPretrainSettings> = { ...defaults, ...warm };
+  const keyed = Object.entries(resolved).filter(
+    ([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k) && !(OFF_WHEN_ZERO.has(k) && v === 0),
   );
+  if (KEYED_WITH_DEFAULT_EVAL_BATCH.has(game)) keyed.push(["evalBatch", defaults.evalBatch]);
+  const settings = Object.fromEntries(keyed.sort(([a], [b]) => a.localeCompare(b)));
   const hash = createHash("sha256")
     .update(
       JSON.stringify({
