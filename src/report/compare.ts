@@ -19,6 +19,8 @@ export const ABLATION_METHODS: readonly string[] = [
   "mage-gamma0",
   "mage-gamma0.9",
   "mage-wide-pool",
+  "lamer-agent-scope",
+  "mage-kl1",
 ];
 export const MAGE = "mage";
 export const LAMER = "lamer";
@@ -37,6 +39,9 @@ export const METHOD_DESCRIPTIONS: Record<string, string> = {
   "mage-gamma0": "MAGE with γ_traj = 0",
   "mage-gamma0.9": "MAGE with γ_traj = 0.9",
   "mage-wide-pool": "MAGE trained against the wider pool (adds bots that call bluffs and bet strong hands)",
+  "lamer-agent-scope":
+    "MAGE with LaMer's per-attempt reward instead of the differential one (agent scope kept)",
+  "mage-kl1": "MAGE with KL weight 1.0 (the stand-in presets') instead of the grid's",
 };
 
 /**

@@ -840,9 +840,25 @@ function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
   }
 }
 
-/** The pretrained base model a run started from (null: it pretrained its own). */
-function baseOf(s: RunSummary): string | null {
-  return s.config.model?.checkpoint ?? null;
+interface BaseOfRun {
+  seed: number;
+  path: string;
+  sha256: string | null;
+}
+
+/** The base model a run started from (null: it pretrained its own). */
+function baseOf(s: RunSummary): BaseOfRun | null {
+  const path = s.config.model?.checkpoint ?? s.config.model?.torch?.path ?? null;
+  return path === null ? null : { seed: s.seed, path, sha256: s.baseModel?.sha256 ?? null };
+}
+
+/**
+ * Same seed, same path and, where both summaries record the weights' hash, the same weights: a base
+ * pretrained again at the same path (another CPU rounds differently) is another base.
+ */
+function sameBase(a: BaseOfRun, b: BaseOfRun): boolean {
+  if (a.seed !== b.seed || a.path !== b.path) return false;
+  return a.sha256 === null || b.sha256 === null || a.sha256 === b.sha256;
 }
 
 /**
@@ -855,13 +871,7 @@ function sameBaseReference(
   game: string,
   variants: readonly MethodRuns[],
 ): { mage: MethodRuns; experiment: string } | null {
-  const bases = new Set<string>();
-  for (const v of variants) {
-    for (const r of v.runs) {
-      const base = baseOf(r.summary);
-      if (base !== null) bases.add(`${r.summary.seed}\u0000${base}`);
-    }
-  }
+  const bases = variants.flatMap((v) => v.runs.map((r) => baseOf(r.summary)).filter((b) => b !== null));
   const main = mainExperiment(all, game);
   let best: { mage: MethodRuns; experiment: string } | null = null;
   for (const g of all) {
@@ -870,7 +880,7 @@ function sameBaseReference(
     if (!m) continue;
     const runs = m.runs.filter((r) => {
       const base = baseOf(r.summary);
-      return base !== null && bases.has(`${r.summary.seed}\u0000${base}`);
+      return base !== null && bases.some((b) => sameBase(b, base));
     });
     if (runs.length === 0) continue;
     const better =

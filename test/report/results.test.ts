@@ -522,6 +522,36 @@ describe("results document", () => {
     assert.ok(!alone.includes("mage (reference)"));
   });
 
+  it("pairs real-model ablations by the base's path and, where recorded, its weights' hash", () => {
+    const spec = { gain: 0.1, final: 0 };
+    const onBase = (e: Experiment, sha: (seed: number) => string | null): Experiment => {
+      for (const { summary } of e.runs) {
+        const path = `runs/pretrained/kuhn-smollm2-x-s${summary.seed}`;
+        const model = {
+          ...summary.config.model,
+          checkpoint: null,
+          torch: { ...summary.config.model.torch, path },
+        };
+        summary.config = { ...summary.config, model };
+        const sha256 = sha(summary.seed);
+        summary.baseModel = { dir: path, sha256 };
+      }
+      return e;
+    };
+    const main = onBase(experimentOf("kuhn-real-main", { mage: spec, lamer: spec }), (s) => `sha-${s}`);
+    const ablations = onBase(experimentOf("kuhn-real-ablations", { "mage-kl1": spec }), (s) => `sha-${s}`);
+    const md = buildResults([main, ablations], { plotsLink: "." }).markdown;
+    assert.match(md, /MAGE taken from experiment kuhn-real-main, paired on the seeds/);
+    assert.match(md, /\| mage \(reference\) \| 3 \|/);
+
+    // Seeds 1 and 2 rebuilt on another machine: same paths, other weights; seed 0 has no hash.
+    const rebuilt = onBase(experimentOf("kuhn-real-ablations", { "mage-kl1": spec }), (s) =>
+      s === 0 ? null : `rebuilt-${s}`,
+    );
+    const partly = buildResults([main, rebuilt], { plotsLink: "." }).markdown;
+    assert.match(partly, /\| mage \(reference\) \| 1 \|/);
+  });
+
   it("takes the targets from a rerun once it has as many MAGE seeds as the grid set aside", () => {
     const gamesOf = (xs: Experiment[]) => xs.flatMap(experimentGames);
     const rerun = experimentOf("kuhn-main", { mage: { gain: 0.1, final: 0 } });
