@@ -4,15 +4,26 @@ import { hfWeightsSha256Sync, weightsSha256 } from "../model/checkpoint.js";
 import { readSummaryJson } from "./plan-state.js";
 import type { ExperimentPlan } from "./spec.js";
 
+/** A base model whose weights differ from those some of its seed's finished runs started from. */
+export interface BaseConflict {
+  dir: string;
+  /** The weights' hash now. */
+  sha256: string;
+  /** The hash those runs recorded. */
+  recorded: string;
+  /** Their summaries. */
+  files: string[];
+}
+
 /**
  * Whether the base model in `dir` still holds the weights the seed's finished runs started from.
- * A base pretrained again (a fresh clone, another CPU whose OpenBLAS rounds differently) has the
+ * A base pretrained again (a fresh clone, another CPU whose kernels round differently) has the
  * same path but other weights; runs on it would be paired with runs made on the old one. The runs
  * judged are the plan's and every committed summary of the grid that started from this base, so
- * `--only` or `--seeds` cannot hide the methods they leave out. Returns what is wrong and what to
- * do, or null. Summaries without a recorded hash are not judged.
+ * `--only` or `--seeds` cannot hide the methods they leave out. Summaries without a recorded hash
+ * are not judged.
  */
-export function baseConflict(plan: ExperimentPlan, dir: string): string | null {
+export function findBaseConflict(plan: ExperimentPlan, dir: string): BaseConflict | null {
   const now = weightsSha256(dir) ?? hfWeightsSha256Sync(dir);
   if (now === null) return null;
   const differing: string[] = [];
@@ -41,11 +52,33 @@ export function baseConflict(plan: ExperimentPlan, dir: string): string | null {
     const from = (summary?.baseModel as { dir?: unknown } | undefined)?.dir;
     if (summary && typeof from === "string" && basename(from) === basename(dir)) judge(file, summary);
   }
-  if (differing.length === 0) return null;
+  return differing.length === 0 ? null : { dir, sha256: now, recorded, files: differing };
+}
+
+function describeDifference(c: BaseConflict): string {
   return (
-    `base model ${dir} holds other weights (sha256 ${now.slice(0, 12)}…) than ${differing.join(", ")} ` +
-    `started from (${recorded.slice(0, 12)}…): it was pretrained again, e.g. on a CPU whose OpenBLAS ` +
-    "rounds differently. Finish this seed where its base was built, or move those summaries aside and rerun the whole seed."
+    `base model ${c.dir} holds other weights (sha256 ${c.sha256.slice(0, 12)}…) than ${c.files.join(", ")} ` +
+    `started from (${c.recorded.slice(0, 12)}…)`
+  );
+}
+
+/** What is wrong and what to do, or null: `findBaseConflict` as the message that stops a grid. */
+export function baseConflict(plan: ExperimentPlan, dir: string): string | null {
+  const c = findBaseConflict(plan, dir);
+  if (c === null) return null;
+  return (
+    `${describeDifference(c)}: it was pretrained again, e.g. on a CPU whose kernels round differently ` +
+    "(OpenBLAS; PyTorch's AVX2 and AVX-512 paths). Finish this seed where its base was built, move those " +
+    "summaries aside and rerun the whole seed, or pass --accept-rebuilt-bases to go on from this base " +
+    "(the report then lists the seed's runs by base)."
+  );
+}
+
+/** The warning a grid logs when it goes on from a rebuilt base (`--accept-rebuilt-bases`). */
+export function rebuiltBaseWarning(c: BaseConflict): string {
+  return (
+    `warning: ${describeDifference(c)}; going on from it (--accept-rebuilt-bases): the summaries record ` +
+    "each run's base hash and the report lists the seed's runs by base"
   );
 }
 

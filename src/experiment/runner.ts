@@ -15,7 +15,7 @@ import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
 import { formatMissedTargets } from "../train/pretrain/target-text.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
-import { baseConflict } from "./base-check.js";
+import { baseConflict, findBaseConflict, rebuiltBaseWarning } from "./base-check.js";
 import { type BaseTargets, readBaseTargets } from "./base-targets.js";
 import { pretrainDone, readFinalSummary } from "./plan-state.js";
 import {
@@ -75,6 +75,12 @@ export interface RunExperimentOptions {
   shouldStop?: () => boolean;
   /** Only the measurements of runs already finished (diversity): no pretraining, no training. */
   noTrain?: boolean;
+  /**
+   * Go on from a base model pretrained again whose weights differ from those the seed's finished
+   * runs started from (another CPU rounds differently), with a warning; the summaries keep each
+   * run's hash and the report lists the seed's runs by base. Default: refuse.
+   */
+  acceptRebuiltBases?: boolean;
 }
 
 interface Job {
@@ -353,11 +359,15 @@ async function runLocked(
     jobs.splice(jobs.indexOf(job), 1);
   }
   // A base that exists must be the one the seed's finished runs used before more runs start on it.
-  const conflicts = plan.pretrains
-    .filter((p) => !pretrainJobs.has(p.dir) && jobs.some((j) => j.run?.pretrainedDir === p.dir))
-    .map((p) => baseConflict(plan, p.dir))
-    .filter((c): c is string => c !== null);
-  if (conflicts.length > 0) throw new UsageError(conflicts.join("\n"));
+  const built = plan.pretrains.filter(
+    (p) => !pretrainJobs.has(p.dir) && jobs.some((j) => j.run?.pretrainedDir === p.dir),
+  );
+  if (opts.acceptRebuiltBases) {
+    for (const c of built.map((p) => findBaseConflict(plan, p.dir))) if (c) log(rebuiltBaseWarning(c));
+  } else {
+    const conflicts = built.map((p) => baseConflict(plan, p.dir)).filter((c): c is string => c !== null);
+    if (conflicts.length > 0) throw new UsageError(conflicts.join("\n"));
+  }
   for (const p of plan.pretrains) {
     if (!pretrainJobs.has(p.dir) && jobs.some((j) => j.run?.pretrainedDir === p.dir))
       warnMissedTargets(p, log);
@@ -453,7 +463,9 @@ async function runLocked(
         } else if (job.kind === "pretrain" && job.pretrain) {
           job.state = ok ? "done" : "failed";
           if (ok) pretrainedSeconds.set(job.pretrain.dir, job.seconds);
-          const conflict = ok ? baseConflict(plan, job.pretrain.dir) : null;
+          const rebuilt = ok && opts.acceptRebuiltBases ? findBaseConflict(plan, job.pretrain.dir) : null;
+          const conflict = ok && !opts.acceptRebuiltBases ? baseConflict(plan, job.pretrain.dir) : null;
+          if (rebuilt) log(rebuiltBaseWarning(rebuilt));
           if (conflict) {
             job.state = "failed";
             log(`base model of seed ${job.pretrain.seed} cannot be used: ${conflict}`);

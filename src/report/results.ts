@@ -1092,6 +1092,16 @@ function runsTable(ctx: Ctx, e: Experiment): void {
     ),
     "",
   );
+  const mixed = seedsOnRebuiltBases(e);
+  if (mixed.length > 0) {
+    ctx.out.push(
+      "Seeds whose runs started from bases with other weights at the same path (pretrained again, e.g. on " +
+        "another machine, and used with `--accept-rebuilt-bases`); their methods are paired by seed all the same:",
+      "",
+      ...mixed,
+      "",
+    );
+  }
   const missed = (e.info?.pretrained ?? []).filter((p) => (p.missed ?? []).length > 0);
   if (missed.length > 0) {
     ctx.out.push(
@@ -1101,6 +1111,25 @@ function runsTable(ctx: Ctx, e: Experiment): void {
       "",
     );
   }
+}
+
+/** One line per seed whose summaries record more than one base hash: each hash and its methods. */
+function seedsOnRebuiltBases(e: Experiment): string[] {
+  const bySeed = new Map<number, Map<string, string[]>>();
+  for (const { summary } of e.runs) {
+    const sha = summary.baseModel?.sha256;
+    if (!sha) continue;
+    const hashes = bySeed.get(summary.seed) ?? new Map<string, string[]>();
+    hashes.set(sha, [...(hashes.get(sha) ?? []), summary.name]);
+    bySeed.set(summary.seed, hashes);
+  }
+  return [...bySeed.entries()]
+    .filter(([, hashes]) => hashes.size > 1)
+    .sort(([a], [b]) => a - b)
+    .map(
+      ([seed, hashes]) =>
+        `- seed ${seed}: ${[...hashes.entries()].map(([sha, names]) => `\`${sha.slice(0, 12)}…\` (${names.join(", ")})`).join(", ")}`,
+    );
 }
 
 /** The name a grid ran under, when its results folder has since been renamed. */

@@ -387,6 +387,23 @@ describe("experiment run", () => {
       lines.join("\n"),
     );
     assert.ok(!existsSync(join(results, "beta-s1.json")), "beta-s1 did not run on the other base");
+
+    // With --accept-rebuilt-bases the seed goes on from it, with a warning; beta-s1 records the new hash.
+    const warned: string[] = [];
+    const accepted = await runExperiment(plan(), {
+      log: (l) => warned.push(l),
+      statusEverySeconds: 0,
+      acceptRebuiltBases: true,
+    });
+    assert.equal(accepted.failed, 0, warned.join("\n"));
+    assert.ok(
+      warned.some((l) =>
+        /^warning: base model .* holds other weights .*alpha-s1\.json.*--accept-rebuilt-bases/.test(l),
+      ),
+      warned.join("\n"),
+    );
+    assert.match(sha(join(results, "beta-s1.json")), /^[0-9a-f]{64}$/);
+    assert.notEqual(sha(join(results, "beta-s1.json")), sha(alpha1));
   });
 
   it("refuses to run a grid that another live process holds", async () => {

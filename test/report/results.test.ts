@@ -550,6 +550,16 @@ describe("results document", () => {
     );
     const partly = buildResults([main, rebuilt], { plotsLink: "." }).markdown;
     assert.match(partly, /\| mage \(reference\) \| 1 \|/);
+    assert.ok(!partly.includes("Seeds whose runs started from bases with other weights"));
+
+    // A seed whose runs started from two builds of its base is listed, with each build's methods.
+    const split = onBase(experimentOf("kuhn-real-main", { mage: spec, lamer: spec }), (s) => `sha-${s}`);
+    const lamer1 = split.runs.find((r) => r.summary.name === "lamer" && r.summary.seed === 1)!.summary;
+    lamer1.baseModel = { dir: lamer1.baseModel!.dir, sha256: "rebuilt-1" };
+    const listed = buildResults([split], { plotsLink: "." }).markdown;
+    assert.match(listed, /Seeds whose runs started from bases with other weights/);
+    assert.match(listed, /- seed 1: `sha-1…` \(mage\), `rebuilt-1…` \(lamer\)/);
+    assert.ok(!/- seed [02]:/.test(listed));
   });
 
   it("takes the targets from a rerun once it has as many MAGE seeds as the grid set aside", () => {

@@ -9,13 +9,16 @@ import { loggingOverrides } from "./train.js";
 
 const USAGE =
   "mage experiment FILE.yaml [--jobs N] [--only METHOD[,METHOD...]] [--seeds S[,S...]] [--no-train] [--dry-run]\n" +
-  "                 [--tensorboard DIR] [--wandb PROJECT]\n" +
+  "                 [--tensorboard DIR] [--wandb PROJECT] [--accept-rebuilt-bases]\n" +
   "  Runs a grid of methods × seeds (configs/experiments/*.yaml). Each finished run's summary is\n" +
   "  copied to <resultsDir>/<name>/<method>-s<seed>.json; rerun the same command to continue an\n" +
   "  interrupted grid (finished runs are skipped, unfinished ones resume from their checkpoints).\n" +
   "  --no-train  only the measurements (diversity) of runs that already finished\n" +
   "  --tensorboard DIR, --wandb PROJECT  every run also logs its curves there, grouped by the grid's\n" +
-  "              name (TensorBoard: DIR/<grid>/<method>-s<seed>; W&B: group <grid>)";
+  "              name (TensorBoard: DIR/<grid>/<method>-s<seed>; W&B: group <grid>)\n" +
+  "  --accept-rebuilt-bases  go on from a base model pretrained again (e.g. on a fresh machine whose\n" +
+  "              CPU rounds differently) whose weights differ from those a seed's finished runs\n" +
+  "              started from; without it the grid refuses. The report lists such a seed's runs by base.";
 
 function list(flag: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -42,6 +45,7 @@ export const command: Command = {
         "no-train": { type: "boolean" },
         tensorboard: { type: "string" },
         wandb: { type: "string" },
+        "accept-rebuilt-bases": { type: "boolean" },
       },
       USAGE,
       true,
@@ -83,6 +87,7 @@ export const command: Command = {
         command: `mage experiment ${argv.join(" ")}`,
         shouldStop: () => stopRequested,
         noTrain: values["no-train"] ?? false,
+        acceptRebuiltBases: values["accept-rebuilt-bases"] ?? false,
       });
       if (res.stopped) return 130;
       return res.failed > 0 ? 1 : 0;
