@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { hfWeightsSha256Sync, weightsSha256 } from "../model/checkpoint.js";
-import { readSummaryJson } from "./plan-state.js";
+import { pretrainDone, readSummaryJson } from "./plan-state.js";
 import type { ExperimentPlan } from "./spec.js";
 
 /** A base model whose weights differ from those some of its seed's finished runs started from. */
@@ -80,6 +80,24 @@ export function rebuiltBaseWarning(c: BaseConflict): string {
     `warning: ${describeDifference(c)}; going on from it (--accept-rebuilt-bases): the summaries record ` +
     "each run's base hash and the report lists the seed's runs by base"
   );
+}
+
+/**
+ * For `--dry-run`: one line per base model already built whose weights differ from those some of
+ * its seed's finished runs started from, saying what the grid will do with it.
+ */
+export function rebuiltBaseLines(plan: ExperimentPlan, acceptRebuiltBases: boolean): string[] {
+  return plan.pretrains
+    .filter((p) => pretrainDone(p))
+    .map((p) => findBaseConflict(plan, p.dir))
+    .filter((c): c is BaseConflict => c !== null)
+    .map(
+      (c) =>
+        `${describeDifference(c)}: ` +
+        (acceptRebuiltBases
+          ? "the grid goes on from it (--accept-rebuilt-bases)"
+          : "the grid refuses it (pass --accept-rebuilt-bases to go on from it)"),
+    );
 }
 
 /** The run summaries committed for a grid (`<method>-s<seed>.json`). */

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
+import { rebuiltBaseLines } from "../../src/experiment/base-check.js";
 import { readBaseTargets } from "../../src/experiment/base-targets.js";
 import { describePlan, runState } from "../../src/experiment/plan-state.js";
 import { runExperiment } from "../../src/experiment/runner.js";
@@ -387,6 +388,11 @@ describe("experiment run", () => {
       lines.join("\n"),
     );
     assert.ok(!existsSync(join(results, "beta-s1.json")), "beta-s1 did not run on the other base");
+
+    // --dry-run names it and what the grid will do with it.
+    assert.equal(rebuiltBaseLines(plan(), false).length, 1);
+    assert.match(rebuiltBaseLines(plan(), false)[0], /alpha-s1\.json started from .*: the grid refuses it/);
+    assert.match(rebuiltBaseLines(plan(), true)[0], /the grid goes on from it/);
 
     // With --accept-rebuilt-bases the seed goes on from it, with a warning; beta-s1 records the new hash.
     const warned: string[] = [];

@@ -1,4 +1,5 @@
 import { UsageError } from "../../core/errors.js";
+import { rebuiltBaseLines } from "../../experiment/base-check.js";
 import { describePlan } from "../../experiment/plan-state.js";
 import { runExperiment } from "../../experiment/runner.js";
 import { planExperiment, readExperiment } from "../../experiment/spec.js";
@@ -71,6 +72,7 @@ export const command: Command = {
     });
     if (values["dry-run"]) {
       for (const line of describePlan(plan, { noTrain: values["no-train"] ?? false })) console.log(line);
+      for (const line of rebuiltBaseLines(plan, values["accept-rebuilt-bases"] ?? false)) console.log(line);
       checkNoStaleRuns(plan);
       return 0;
     }
