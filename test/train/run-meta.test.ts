@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { mageCommit } from "../../src/model/checkpoint.js";
-import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../../src/train/run-meta.js";
+import { collectRunMeta, cpuIdOf, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../../src/train/run-meta.js";
 
 function repoWithOneCommit(): { dir: string; commit: string } {
   const dir = mkdtempSync(join(tmpdir(), "mage-meta-"));
@@ -46,5 +46,17 @@ describe("run meta", () => {
     assert.equal(meta.commit, "0123abc");
     assert.equal(meta.dirty, true);
     assert.equal(mageCommit(), "0123abc", "checkpoints name the same commit as the summaries");
+  });
+
+  it("names the CPU's family, model and widest vector extension from /proc/cpuinfo", () => {
+    const proc = (family: string, model: string, flags: string) =>
+      `processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: ${family}\nmodel\t\t: ${model}\n` +
+      `model name\t: AMD EPYC\nflags\t\t: ${flags}\n`;
+    const milan = proc("25", "1", "fpu sse2 avx avx2 fma");
+    const genoa = proc("25", "17", "fpu sse2 avx avx2 avx512f avx512bw");
+    assert.equal(cpuIdOf(`${milan}\n${genoa}`), "family 25 model 1, avx2", "the first processor's");
+    assert.equal(cpuIdOf(genoa), "family 25 model 17, avx512");
+    assert.equal(cpuIdOf(proc("6", "85", "fpu sse2")), "family 6 model 85, sse");
+    assert.equal(cpuIdOf(""), null);
   });
 });
