@@ -853,12 +853,27 @@ function baseOf(s: RunSummary): BaseOfRun | null {
 }
 
 /**
- * Same seed, same path and, where both summaries record the weights' hash, the same weights: a base
- * pretrained again at the same path (another CPU rounds differently) is another base.
+ * Same seed and same path. A base pretrained again at that path on another machine (other weights by
+ * the CPU's rounding, `--accept-rebuilt-bases`) still pairs: its checks matched the first build's
+ * (docs/design.md), and `rebuiltSeeds` names the seeds where it happened.
  */
 function sameBase(a: BaseOfRun, b: BaseOfRun): boolean {
-  if (a.seed !== b.seed || a.path !== b.path) return false;
-  return a.sha256 === null || b.sha256 === null || a.sha256 === b.sha256;
+  return a.seed === b.seed && a.path === b.path;
+}
+
+/** Seeds where a variant's run and its reference's started from two builds (other recorded hashes). */
+function rebuiltSeeds(variants: readonly MethodRuns[], reference: MethodRuns): number[] {
+  const seeds = new Set<number>();
+  for (const v of variants) {
+    for (const r of v.runs) {
+      const a = baseOf(r.summary);
+      const b = reference.runs
+        .map((m) => baseOf(m.summary))
+        .find((x) => x !== null && a !== null && sameBase(a, x));
+      if (a?.sha256 && b?.sha256 && a.sha256 !== b.sha256) seeds.add(a.seed);
+    }
+  }
+  return [...seeds].sort((x, y) => x - y);
 }
 
 /**
@@ -898,8 +913,14 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
   if (!mage) {
     const reference = sameBaseReference(ctx.all, eg.game, variants);
     mage = reference?.mage;
+    const rebuilt = reference ? rebuiltSeeds(variants, reference.mage) : [];
+    const across =
+      rebuilt.length > 0
+        ? `; on seed${rebuilt.length > 1 ? "s" : ""} ${rebuilt.join(", ")} some pairs started from two builds of ` +
+          "the base, with other weights from another machine's rounding"
+        : "";
     from = reference
-      ? ` (MAGE taken from experiment ${reference.experiment}, paired on the seeds whose runs started from the same pretrained base model)`
+      ? ` (MAGE taken from experiment ${reference.experiment}, paired on the seeds whose runs started from the same pretrained base model${across})`
       : " (no MAGE run of another experiment started from these runs' base models, so there is no paired reference)";
   }
   ctx.out.push(
