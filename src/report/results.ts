@@ -879,28 +879,39 @@ function rebuiltSeeds(variants: readonly MethodRuns[], reference: MethodRuns): n
 /**
  * MAGE runs of another experiment to pair ablations with: only seeds whose MAGE run started from the
  * same base model as a variant's run of that seed (a rerun on new bases must not pair with old
- * ablations). The experiment sharing the most such seeds wins; ties go to the main experiment.
+ * ablations). The experiment sharing the most such seeds wins; ties go to the main experiment. Its
+ * LaMer-style runs on the same bases come along: with `lamer-agent-scope` and `mage-task-scope`
+ * they complete the two-by-two of credit and normalisation scope.
  */
 function sameBaseReference(
   all: readonly ExperimentGame[],
   game: string,
   variants: readonly MethodRuns[],
-): { mage: MethodRuns; experiment: string } | null {
+): { mage: MethodRuns; lamer: MethodRuns | null; experiment: string } | null {
   const bases = variants.flatMap((v) => v.runs.map((r) => baseOf(r.summary)).filter((b) => b !== null));
+  const onBases = (m: MethodRuns): MethodRuns => ({
+    ...m,
+    runs: m.runs.filter((r) => {
+      const base = baseOf(r.summary);
+      return base !== null && bases.some((b) => sameBase(b, base));
+    }),
+  });
   const main = mainExperiment(all, game);
-  let best: { mage: MethodRuns; experiment: string } | null = null;
+  let best: { mage: MethodRuns; lamer: MethodRuns | null; experiment: string } | null = null;
   for (const g of all) {
     if (g.game !== game) continue;
     const m = findMethod(g.methods, MAGE);
     if (!m) continue;
-    const runs = m.runs.filter((r) => {
-      const base = baseOf(r.summary);
-      return base !== null && bases.some((b) => sameBase(b, base));
-    });
-    if (runs.length === 0) continue;
+    const mage = onBases(m);
+    if (mage.runs.length === 0) continue;
     const better =
-      !best || runs.length > best.mage.runs.length || (runs.length === best.mage.runs.length && g === main);
-    if (better) best = { mage: { ...m, runs }, experiment: g.experiment.name };
+      !best ||
+      mage.runs.length > best.mage.runs.length ||
+      (mage.runs.length === best.mage.runs.length && g === main);
+    if (!better) continue;
+    const lamer = findMethod(g.methods, LAMER);
+    const lamerOnBases = lamer ? onBases(lamer) : null;
+    best = { mage, lamer: lamerOnBases?.runs.length ? lamerOnBases : null, experiment: g.experiment.name };
   }
   return best;
 }
@@ -910,9 +921,14 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
   if (variants.length === 0) return;
   let mage = findMethod(eg.methods, MAGE);
   let from = "";
+  // LaMer-style beside its one-change variant, so that both halves of MAGE's recipe are in the table.
+  let lamer = variants.some((v) => v.name === "lamer-agent-scope")
+    ? findMethod(eg.methods, LAMER)
+    : undefined;
   if (!mage) {
     const reference = sameBaseReference(ctx.all, eg.game, variants);
     mage = reference?.mage;
+    if (variants.some((v) => v.name === "lamer-agent-scope")) lamer ??= reference?.lamer ?? undefined;
     const rebuilt = reference ? rebuiltSeeds(variants, reference.mage) : [];
     const across =
       rebuilt.length > 0
@@ -929,6 +945,9 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
     `MAGE with one change each${from}. Δ = variant − MAGE, paired over seeds.`,
     "",
     ...variants.map((v) => `- \`${v.name}\`: ${METHOD_DESCRIPTIONS[v.name] ?? "a MAGE variant"}`),
+    ...(lamer
+      ? [`- \`${LAMER}\`: both changes (per-attempt reward and task scope), from the same grid as MAGE`]
+      : []),
     "",
   );
   const cells = cellsOf(variants, "final");
@@ -937,7 +956,7 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
     const rows: string[][] = [];
     const seedsOnly: string[] = [];
     const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
-    const list = mage ? [mage, ...variants] : variants;
+    const list = [...(mage ? [mage] : []), ...variants, ...(lamer ? [lamer] : [])];
     for (const m of list) {
       const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
       if (n === 0) continue;

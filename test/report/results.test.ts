@@ -543,6 +543,15 @@ describe("results document", () => {
     const md = buildResults([main, ablations], { plotsLink: "." }).markdown;
     assert.match(md, /MAGE taken from experiment kuhn-real-main, paired on the seeds/);
     assert.match(md, /\| mage \(reference\) \| 3 \|/);
+    const ablationsOf = (text: string) => text.slice(text.indexOf("### Ablations"));
+    assert.ok(!/^\| lamer \|/m.test(ablationsOf(md)), "LaMer-style only beside its one-change variant");
+    const credit = onBase(
+      experimentOf("kuhn-real-ablations", { "lamer-agent-scope": spec }),
+      (s) => `sha-${s}`,
+    );
+    const twoByTwo = buildResults([main, credit], { plotsLink: "." }).markdown;
+    assert.match(twoByTwo, /- `lamer`: both changes/);
+    assert.match(ablationsOf(twoByTwo), /^\| lamer \| 3 \| .* \| \+0\.000 \[/m);
 
     // Seeds 1 and 2 rebuilt on another machine: same paths, other weights (still paired, and said); seed 0 has no hash.
     const rebuilt = onBase(experimentOf("kuhn-real-ablations", { "mage-kl1": spec }), (s) =>
