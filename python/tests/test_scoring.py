@@ -122,10 +122,12 @@ def test_logprobs_micro_batches_equal_one_pass_and_report_peak_rss(llama_dir: Pa
     h1, one = call(w, "logprobs", b)
     h2, split = call(w, "logprobs", b, microBatchTokens=20)
     assert len(B.micro_batches(B.split_sequences(b), 20)) > 2
-    np.testing.assert_allclose(split["logp"], one["logp"], rtol=0, atol=1e-6)
-    np.testing.assert_allclose(split["entropy"], one["entropy"], rtol=0, atol=1e-6)
+    # Other padding blocks the float32 matmuls differently: a few ulps apart (2.4e-6 on an entropy of
+    # 5.76 on an AVX2 EPYC), where a misplaced token would move a value by ~0.1.
+    np.testing.assert_allclose(split["logp"], one["logp"], rtol=4e-6, atol=1e-6)
+    np.testing.assert_allclose(split["entropy"], one["entropy"], rtol=4e-6, atol=1e-6)
     _, ref = call(w, "logprobs", b, model="reference", microBatchTokens=20)
-    np.testing.assert_allclose(ref["logp"], one["logp"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(ref["logp"], one["logp"], rtol=4e-6, atol=1e-6)
     with pytest.raises(Failed) as e:
         call(w, "logprobs", b, microBatchTokens=0)
     assert e.value.error["kind"] == "protocol"
