@@ -65,7 +65,11 @@ function describeDifference(c: BaseConflict): string {
 /** What is wrong and what to do, or null: `findBaseConflict` as the message that stops a grid. */
 export function baseConflict(plan: ExperimentPlan, dir: string): string | null {
   const c = findBaseConflict(plan, dir);
-  if (c === null) return null;
+  return c === null ? null : refusal(c);
+}
+
+/** The message that stops a grid on a rebuilt base. */
+export function refusal(c: BaseConflict): string {
   return (
     `${describeDifference(c)}: it was pretrained again, e.g. on a CPU whose kernels round differently ` +
     "(OpenBLAS; PyTorch's AVX2 and AVX-512 paths). Finish this seed where its base was built, move those " +

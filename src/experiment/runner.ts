@@ -15,7 +15,7 @@ import { writeFileAtomic } from "../core/atomic-write.js";
 import { UsageError } from "../core/errors.js";
 import { formatMissedTargets } from "../train/pretrain/target-text.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
-import { baseConflict, findBaseConflict, rebuiltBaseWarning } from "./base-check.js";
+import { findBaseConflict, rebuiltBaseWarning, refusal } from "./base-check.js";
 import { type BaseTargets, readBaseTargets } from "./base-targets.js";
 import { pretrainDone, readFinalSummary } from "./plan-state.js";
 import {
@@ -362,12 +362,10 @@ async function runLocked(
   const built = plan.pretrains.filter(
     (p) => !pretrainJobs.has(p.dir) && jobs.some((j) => j.run?.pretrainedDir === p.dir),
   );
-  if (opts.acceptRebuiltBases) {
-    for (const c of built.map((p) => findBaseConflict(plan, p.dir))) if (c) log(rebuiltBaseWarning(c));
-  } else {
-    const conflicts = built.map((p) => baseConflict(plan, p.dir)).filter((c): c is string => c !== null);
-    if (conflicts.length > 0) throw new UsageError(conflicts.join("\n"));
-  }
+  const conflicts = built.map((p) => findBaseConflict(plan, p.dir)).filter((c) => c !== null);
+  if (conflicts.length > 0 && !opts.acceptRebuiltBases)
+    throw new UsageError(conflicts.map(refusal).join("\n"));
+  for (const c of conflicts) log(rebuiltBaseWarning(c));
   for (const p of plan.pretrains) {
     if (!pretrainJobs.has(p.dir) && jobs.some((j) => j.run?.pretrainedDir === p.dir))
       warnMissedTargets(p, log);
@@ -463,12 +461,12 @@ async function runLocked(
         } else if (job.kind === "pretrain" && job.pretrain) {
           job.state = ok ? "done" : "failed";
           if (ok) pretrainedSeconds.set(job.pretrain.dir, job.seconds);
-          const rebuilt = ok && opts.acceptRebuiltBases ? findBaseConflict(plan, job.pretrain.dir) : null;
-          const conflict = ok && !opts.acceptRebuiltBases ? baseConflict(plan, job.pretrain.dir) : null;
-          if (rebuilt) log(rebuiltBaseWarning(rebuilt));
-          if (conflict) {
+          const conflict = ok ? findBaseConflict(plan, job.pretrain.dir) : null;
+          if (conflict && opts.acceptRebuiltBases) {
+            log(rebuiltBaseWarning(conflict));
+          } else if (conflict) {
             job.state = "failed";
-            log(`base model of seed ${job.pretrain.seed} cannot be used: ${conflict}`);
+            log(`base model of seed ${job.pretrain.seed} cannot be used: ${refusal(conflict)}`);
           }
           if (job.state === "done") warnMissedTargets(job.pretrain, log);
         } else if (job.run) {

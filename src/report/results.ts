@@ -922,13 +922,12 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
   let mage = findMethod(eg.methods, MAGE);
   let from = "";
   // LaMer-style beside its one-change variant, so that both halves of MAGE's recipe are in the table.
-  let lamer = variants.some((v) => v.name === "lamer-agent-scope")
-    ? findMethod(eg.methods, LAMER)
-    : undefined;
+  const withCreditVariant = variants.some((v) => v.name === "lamer-agent-scope");
+  let lamer = withCreditVariant ? findMethod(eg.methods, LAMER) : undefined;
   if (!mage) {
     const reference = sameBaseReference(ctx.all, eg.game, variants);
     mage = reference?.mage;
-    if (variants.some((v) => v.name === "lamer-agent-scope")) lamer ??= reference?.lamer ?? undefined;
+    if (withCreditVariant) lamer ??= reference?.lamer ?? undefined;
     const rebuilt = reference ? rebuiltSeeds(variants, reference.mage) : [];
     const across =
       rebuilt.length > 0
