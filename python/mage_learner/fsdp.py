@@ -42,6 +42,13 @@ def _base(model: torch.nn.Module) -> torch.nn.Module:
     return get() if callable(get) else model
 
 
+def offload_to_cpu(model: torch.nn.Module) -> bool:
+    """Whether FSDP's full state dict should be copied to the CPU: only when the parameters live
+    elsewhere. On the CPU the copy buys nothing, and under torch 2.11 (gloo ranks on the CPU) a full
+    state dict taken with offload_to_cpu=True crashed with SIGSEGV in FSDP's own clone hook."""
+    return next(model.parameters()).device.type != "cpu"
+
+
 def full_state(learner: Learner) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     model = learner.model
     if not is_fsdp(model):
@@ -52,8 +59,8 @@ def full_state(learner: Learner) -> tuple[dict[str, torch.Tensor], dict[str, Any
     with FSDP.state_dict_type(
         model,
         StateDictType.FULL_STATE_DICT,
-        FullStateDictConfig(offload_to_cpu=True, rank0_only=True),
-        FullOptimStateDictConfig(offload_to_cpu=True, rank0_only=True),
+        FullStateDictConfig(offload_to_cpu=offload_to_cpu(model), rank0_only=True),
+        FullOptimStateDictConfig(offload_to_cpu=offload_to_cpu(model), rank0_only=True),
     ):
         sd = model.state_dict()
         osd = FSDP.optim_state_dict(model, learner.optimizer)
@@ -110,7 +117,7 @@ def load_full_state(learner: Learner, path: Path) -> None:
 
     # Through FSDP's full state dict (clean names, every rank): the saved tensors replace the
     # model's, adapter keys mapped back to their adapter name ("…lora_A.weight" → "…lora_A.default.weight").
-    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=True, rank0_only=False)):
+    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=offload_to_cpu(model), rank0_only=False)):
         full = model.state_dict()
         for k in full:
             src = k

@@ -123,3 +123,10 @@ def test_ranks_exit_when_the_launcher_is_killed() -> None:
         assert alive == [], f"ranks {alive} outlived their killed launcher"
     finally:
         c.close()
+
+
+def test_full_state_is_offloaded_only_from_another_device() -> None:
+    from mage_learner.fsdp import offload_to_cpu
+
+    assert offload_to_cpu(torch.nn.Linear(2, 2)) is False
+    assert offload_to_cpu(torch.nn.Linear(2, 2, device="meta")) is True
