@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -10,6 +11,7 @@ import { UsageError } from "../../src/core/errors.js";
 import { TorchLearner } from "../../src/learner/torch/learner.js";
 import { TorchModelSchema } from "../../src/train/config.js";
 import { REPORT_FILE } from "../../src/train/pretrain/run.js";
+import { sftCheckpointDir } from "../../src/train/pretrain/torch-resume.js";
 import { runTorchPretrain, type TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
 import { sftLearningRate, splitWeights } from "../../src/train/pretrain/torch-sft.js";
 import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
@@ -287,4 +289,89 @@ describe("mage pretrain --backend torch", () => {
     // Complete now: a further --resume returns it as it is.
     assert.deepEqual(await resume(["--steps", "2"]), resumed);
   });
+
+  it("--resume goes on from the SFT checkpoint of a warm start killed mid-SFT, to the weights of an uninterrupted run", {
+    skip: NO_WORKER,
+  }, async () => {
+    const root = await tempDir();
+    const base = join(root, "base");
+    await saveTinyHf(base, { seed: 8, contextLength: 2048 });
+    const settings = { steps: 24, loraRank: 2, corpusTrials: 6, batchTokens: 600, evalTrials: 2 };
+    const whole = await runTorchPretrain({
+      game: "kuhn",
+      model: base,
+      out: join(root, "whole"),
+      ...settings,
+      progress: null,
+      skipEvaluation: true,
+    });
+    assert.ok(whole.sft.epochs > 1, "the kill falls after an epoch boundary of the batch stream");
+
+    const out = join(root, "cut");
+    const stepsDone = await killDuringSft(base, out, settings, 10);
+    assert.ok(stepsDone >= 10 && stepsDone < settings.steps, `killed after step ${stepsDone}`);
+    assert.ok(!existsSync(join(out, REPORT_FILE)), "killed before its export");
+
+    const resume = (steps: number) =>
+      runTorchPretrain({
+        game: "kuhn",
+        model: base,
+        out,
+        ...settings,
+        steps,
+        resume: true,
+        checkpointSeconds: 0,
+        progress: null,
+        skipEvaluation: true,
+      });
+    await assert.rejects(
+      resume(25),
+      /SFT checkpoint of a different warm start \(settings\.steps 24, not 25\)/,
+    );
+    const resumed = await resume(settings.steps);
+    assert.ok(resumed.sftResumedAfterStep !== undefined && resumed.sftResumedAfterStep >= stepsDone);
+    assert.equal(sha256(join(out, "model.safetensors")), sha256(join(root, "whole", "model.safetensors")));
+    assert.deepEqual(resumed.sft.curve, whole.sft.curve);
+    assert.equal(resumed.sft.epochs, whole.sft.epochs);
+    assert.equal(resumed.corpus.tokens, whole.corpus.tokens);
+    assert.ok(!existsSync(sftCheckpointDir(out)), "the checkpoint is removed once the report is written");
+    assert.ok(resumed.timings.sftMs > 0 && resumed.timings.totalMs >= resumed.timings.sftMs);
+  });
 });
+
+/**
+ * Runs the warm start in a child process that writes an SFT checkpoint after every step, and
+ * kills it (SIGKILL, worker included) once a checkpoint holds at least `after` steps; returns the
+ * steps of the last checkpoint.
+ */
+async function killDuringSft(
+  base: string,
+  out: string,
+  s: { steps: number; loraRank: number; corpusTrials: number; batchTokens: number; evalTrials: number },
+  after: number,
+): Promise<number> {
+  const args = ["--import", "tsx", "src/cli/main.ts", "pretrain", "--game", "kuhn", "--backend", "torch"];
+  args.push("--model", base, "--out", out, "--steps", String(s.steps), "--lora-rank", String(s.loraRank));
+  args.push("--corpus-trials", String(s.corpusTrials), "--batch-tokens", String(s.batchTokens));
+  args.push("--eval-trials", String(s.evalTrials), "--checkpoint-seconds", "0", "--json");
+  const child = spawn(process.execPath, args, { detached: true, stdio: "ignore" });
+  const exited = new Promise<void>((done) => child.once("exit", () => done()));
+  const progressFile = join(sftCheckpointDir(out), "sft-progress.json");
+  const steps = () => {
+    try {
+      return (JSON.parse(readFileSync(progressFile, "utf8")) as { progress: { steps: number } }).progress
+        .steps;
+    } catch {
+      return 0; // not written yet
+    }
+  };
+  const deadline = Date.now() + 120_000;
+  while (steps() < after) {
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`the warm start ended or hung before step ${after}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  process.kill(-child.pid!, "SIGKILL");
+  await exited;
+  return steps();
+}

@@ -25,13 +25,14 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--eval-batch N] [--resume] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--eval-batch N] [--checkpoint-seconds S] [--resume] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
-  "  --resume (torch): a warm start in --out whose checks were cut off gets them sampled from its exported model;\n" +
-  "    a complete one is printed as it is; the settings must be those it was trained with, except --threads,\n" +
-  "    --prefix-cache-mb and --eval-batch (most trials sampled in one call, default 64: lower it when the checks\n" +
-  "    run out of memory)\n" +
+  "  --resume (torch): a warm start in --out cut off during its SFT goes on from its last SFT checkpoint\n" +
+  "    (<out>.sft-checkpoint, written every --checkpoint-seconds, default 120, 0: every step; removed at the end);\n" +
+  "    one whose checks were cut off gets them sampled from its exported model; a complete one is printed as it is;\n" +
+  "    the settings must be those it was trained with, except --threads, --prefix-cache-mb and --eval-batch (most\n" +
+  "    trials sampled in one call, default 64: lower it when the checks run out of memory)\n" +
   "  --unlikelihood: TicTacToe and MineSweeper, weight of a term that pushes down the tokens of taken or revealed\n" +
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
   '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair";\n' +
@@ -85,6 +86,7 @@ const TORCH_ONLY_FLAGS = [
   "prefix-cache-mb",
   "unlikelihood",
   "resume",
+  "checkpoint-seconds",
   "eval-batch",
 ];
 
@@ -151,6 +153,10 @@ export function formatTorchPretrainReport(r: TorchPretrainReport): string {
       `  unlikely ${r.unlikely.tokens} tokens of taken cells' answers (α ${r.settings.unlikelihood}): mean probability ${pct(r.unlikely.meanQFirst)} at the first step, ${pct(r.unlikely.meanQLast)} at the last`,
     );
   if (r.evaluation) lines.push(...formatChecks(r.evaluation, t.evalMs));
+  if (r.sftResumedAfterStep !== undefined)
+    lines.push(
+      `    went on from the SFT checkpoint of an interrupted run, after step ${r.sftResumedAfterStep}`,
+    );
   if (r.evaluation && r.checksRun)
     lines.push(`    checks sampled from the exported model by a --resume run (commit ${r.checksRun.commit})`);
   lines.push(
@@ -220,6 +226,7 @@ export const command: Command = {
           "prefix-cache-mb": { type: "string" },
           unlikelihood: { type: "string" },
           resume: { type: "boolean" },
+          "checkpoint-seconds": { type: "string" },
           "eval-batch": { type: "string" },
           json: { type: "boolean", default: false },
         },
@@ -301,6 +308,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     prefixCacheMB: intFlag("prefix-cache-mb", str("prefix-cache-mb"), { min: 0 }),
     evalBatch: intFlag("eval-batch", str("eval-batch"), { min: 1 }),
     resume: values.resume === true,
+    checkpointSeconds: intFlag("checkpoint-seconds", str("checkpoint-seconds"), { min: 0 }),
     progress: values.json ? null : process.stderr,
   });
   process.stdout.write(

@@ -35,8 +35,16 @@ import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } fro
 import { corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
 import { type SftExample, type SftSummary, summarizeSft } from "./sft.js";
 import { torchAnswerScorer } from "./torch-checks.js";
-import { planTorchResume } from "./torch-resume.js";
-import { encodeWithTemplate, runTorchSft, templateTokenizer } from "./torch-sft.js";
+import {
+  planTorchResume,
+  readSftCheckpoint,
+  removeSftCheckpoint,
+  restoreSftCheckpoint,
+  type SftProgress,
+  saveSftCheckpoint,
+  sftCheckpointDir,
+} from "./torch-resume.js";
+import { encodeWithTemplate, runTorchSft, type SftSoFar, templateTokenizer } from "./torch-sft.js";
 import { cachedTokenizer } from "./unlikely.js";
 
 export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
@@ -227,6 +235,8 @@ export interface TorchPretrainOptions extends Partial<TorchPretrainSettings> {
    * fresh run.
    */
   resume?: boolean;
+  /** Seconds between SFT checkpoints (`<out>.sft-checkpoint`, for `resume`); default 120, 0: after every step. */
+  checkpointSeconds?: number;
   /** Passed to the worker (tests). */
   worker?: Partial<TorchWorkerOptions>;
 }
@@ -275,6 +285,8 @@ export interface TorchPretrainReport {
   run: RunMeta;
   /** The run that sampled the checks, when a later `--resume` did (`timings.evalMs` is its). */
   checksRun?: RunMeta;
+  /** The SFT steps an interrupted run had done, when this run went on from its checkpoint. */
+  sftResumedAfterStep?: number;
 }
 
 function checkPositiveInt(flag: string, v: number): void {
@@ -521,16 +533,30 @@ async function renderPhase(r: TorchRun, learner: TorchLearner, trials: readonly 
   return examples;
 }
 
-async function sftPhase(r: TorchRun, learner: TorchLearner, examples: readonly SftExample[]) {
+/** How the SFT phase goes on from an interrupted run and saves its own progress. */
+interface SftResumption {
+  done: SftProgress | null;
+  save: (soFar: SftSoFar, meanQ: readonly number[]) => Promise<void>;
+  everyMs: number;
+}
+
+async function sftPhase(
+  r: TorchRun,
+  learner: TorchLearner,
+  examples: readonly SftExample[],
+  resumption: SftResumption,
+) {
   const bar = r.stream
     ? new ProgressBar({ label: `pretrain ${r.game} (torch)`, total: r.settings.steps, stream: r.stream })
     : null;
   let tokens = 0;
-  const meanQ: number[] = [];
+  const meanQ: number[] = [...(resumption.done?.meanQ ?? [])];
   const t = performance.now();
   const sft = await runTorchSft(learner, examples, {
     ...r.settings,
     rng: r.root.derive("sft"),
+    ...(resumption.done ? { done: resumption.done } : {}),
+    checkpoint: { everyMs: resumption.everyMs, save: (soFar) => resumption.save(soFar, meanQ) },
     onStep: (m, step) => {
       tokens += m.batchTokens;
       const tokPerSec = Math.round(tokens / ((performance.now() - t) / 1000));
@@ -612,6 +638,53 @@ async function resumeChecks(
   }
 }
 
+/** Where the SFT starts: an interrupted run's checkpoint with `--resume`, else step 0 (an old checkpoint removed). */
+async function sftStart(
+  r: TorchRun,
+  opts: TorchPretrainOptions,
+  base: BaseModelRecord,
+): Promise<SftProgress | null> {
+  const dir = sftCheckpointDir(r.out);
+  if (opts.resume) return readSftCheckpoint({ ...r, base });
+  if (existsSync(dir)) {
+    r.say(`removing the SFT checkpoint of an earlier run, ${dir} (--resume goes on from one)`);
+    await removeSftCheckpoint(r.out);
+  }
+  return null;
+}
+
+function sftResumption(
+  r: TorchRun,
+  opts: TorchPretrainOptions,
+  learner: TorchLearner,
+  base: BaseModelRecord,
+  done: SftProgress | null,
+  clock: Stopwatch,
+): SftResumption {
+  const seconds = opts.checkpointSeconds ?? 120;
+  if (!(Number.isFinite(seconds) && seconds >= 0))
+    throw new UsageError(`--checkpoint-seconds must be a number ≥ 0, got ${seconds}`);
+  const identity = {
+    backend: "torch" as const,
+    game: r.game,
+    seed: r.seed,
+    taskKnobs: r.taskKnobs,
+    base,
+    settings: r.settings,
+  };
+  return {
+    done,
+    everyMs: seconds * 1000,
+    save: (soFar, meanQ) =>
+      saveSftCheckpoint(learner, sftCheckpointDir(r.out), identity, {
+        ...soFar,
+        learnerStep: learner.step,
+        meanQ: [...meanQ],
+        runMs: (done?.runMs ?? 0) + performance.now() - clock.start,
+      }),
+  };
+}
+
 async function trainAndCheck(
   r: TorchRun,
   opts: TorchPretrainOptions,
@@ -628,6 +701,7 @@ async function trainAndCheck(
     evalMs: 0,
     totalMs: 0,
   };
+  const done = await sftStart(r, opts, base);
   const corpus = await corpusPhase(r);
   timings.corpusMs = clock.lap();
   const { learner, lora } = await openLearner(r, opts, base);
@@ -635,8 +709,14 @@ async function trainAndCheck(
     timings.loadMs = clock.lap();
     const examples = await renderPhase(r, learner, corpus.trials);
     timings.renderMs = clock.lap();
-    const { sft, unlikely } = await sftPhase(r, learner, examples);
-    timings.sftMs = clock.lap();
+    if (done) {
+      await restoreSftCheckpoint(learner, r.out, done);
+      r.say(`going on after SFT step ${done.steps} of ${r.settings.steps}, from ${sftCheckpointDir(r.out)}`);
+    }
+    const resumption = sftResumption(r, opts, learner, base, done, clock);
+    const { sft, unlikely } = await sftPhase(r, learner, examples, resumption);
+    timings.sftMs = sft.ms; // an interrupted run's SFT time up to its checkpoint included
+    clock.lap();
     const exported = await learner.exportHf(r.out);
     timings.saveMs = clock.lap();
     r.say(`wrote ${r.out}${exported.merged ? " (LoRA merged into the base)" : ""}`);
@@ -657,12 +737,15 @@ async function trainAndCheck(
       targetsMet: false,
       timings,
       run: meta,
+      ...(done ? { sftResumedAfterStep: done.steps } : {}),
     };
     // Written now too, so a directory whose checks fail still says which base it came from.
-    await writeReport(r.out, report, clock);
+    const earlierMs = done?.runMs ?? 0;
+    await writeReport(r.out, report, clock, earlierMs);
+    await removeSftCheckpoint(r.out);
     if (!opts.skipEvaluation) await checkInto(r, learner, report);
     timings.evalMs = clock.lap();
-    await writeReport(r.out, report, clock);
+    await writeReport(r.out, report, clock, earlierMs);
     return report;
   } finally {
     await learner.close();

@@ -124,7 +124,14 @@ export interface TorchSftOptions {
   unlikelihood?: number;
   rng: Rng;
   onStep?: (m: TorchSftResult & { lr: number; batchTokens: number }, step: number) => void;
+  /** Steps already done by an interrupted run (their batches are drawn again, not trained on). */
+  done?: SftSoFar;
+  /** Called after a step once `everyMs` have passed since the last call (or the start), not after the last step. */
+  checkpoint?: { everyMs: number; save: (soFar: SftSoFar) => Promise<void> };
 }
+
+/** The record of the first `steps` steps of a run. */
+export type SftSoFar = Omit<SftResult, "epochs">;
 
 /** The learning rate of the 0-based optimizer step `step`. */
 export function sftLearningRate(
@@ -138,18 +145,27 @@ export function sftLearningRate(
   );
 }
 
-/** Runs `steps` SFT steps of the worker's model on `examples`. */
+/** Runs `steps` SFT steps of the worker's model on `examples` (the steps after `done`'s). */
 export async function runTorchSft(
   learner: TorchLearner,
   examples: readonly SftExample[],
   opts: TorchSftOptions,
 ): Promise<SftResult> {
   const stream = new BatchStream(examples, opts.batchTokens, opts.rng.derive("batches"));
-  const losses: number[] = [];
-  let tokens = 0;
-  let scored = 0;
-  const t0 = performance.now();
-  for (let s = 0; s < opts.steps; s++) {
+  const start = opts.done?.steps ?? 0;
+  if (start > opts.steps)
+    throw new Error(`SFT checkpoint after step ${start}, but the run has ${opts.steps} steps`);
+  for (let s = 0; s < start; s++) stream.next();
+  const soFar: SftSoFar = {
+    steps: start,
+    losses: [...(opts.done?.losses ?? [])],
+    tokens: opts.done?.tokens ?? 0,
+    scoredTokens: opts.done?.scoredTokens ?? 0,
+    ms: opts.done?.ms ?? 0,
+  };
+  const t0 = performance.now() - soFar.ms;
+  let lastSave = performance.now();
+  for (let s = start; s < opts.steps; s++) {
     const { batch, weights, unlikely } = splitWeights(stream.next());
     const lr = sftLearningRate(opts, s);
     const alpha = opts.unlikelihood ?? 0;
@@ -160,17 +176,16 @@ export async function runTorchSft(
       ...(alpha > 0 && unlikely.index.length > 0 ? { unlikelihood: alpha, unlikely } : {}),
     });
     const batchTokens = batch.sequences.reduce((a, q) => a + q.length, 0);
-    losses.push(m.loss);
-    tokens += batchTokens;
-    scored += m.tokens;
+    soFar.losses.push(m.loss);
+    soFar.tokens += batchTokens;
+    soFar.scoredTokens += m.tokens;
+    soFar.steps = s + 1;
+    soFar.ms = performance.now() - t0;
     opts.onStep?.({ ...m, lr, batchTokens }, s + 1);
+    if (opts.checkpoint && s + 1 < opts.steps && performance.now() - lastSave >= opts.checkpoint.everyMs) {
+      await opts.checkpoint.save({ ...soFar, losses: [...soFar.losses] });
+      lastSave = performance.now();
+    }
   }
-  return {
-    steps: opts.steps,
-    losses,
-    epochs: stream.epochs,
-    tokens,
-    scoredTokens: scored,
-    ms: performance.now() - t0,
-  };
+  return { ...soFar, steps: opts.steps, epochs: stream.epochs };
 }
