@@ -707,19 +707,7 @@ async function trainAndCheck(
   const { learner, lora } = await openLearner(r, opts, base);
   try {
     timings.loadMs = clock.lap();
-    const examples = await renderPhase(r, learner, corpus.trials);
-    timings.renderMs = clock.lap();
-    if (done) {
-      await restoreSftCheckpoint(learner, r.out, done);
-      r.say(`going on after SFT step ${done.steps} of ${r.settings.steps}, from ${sftCheckpointDir(r.out)}`);
-    }
-    const resumption = sftResumption(r, opts, learner, base, done, clock);
-    const { sft, unlikely } = await sftPhase(r, learner, examples, resumption);
-    timings.sftMs = sft.ms; // an interrupted run's SFT time up to its checkpoint included
-    clock.lap();
-    const exported = await learner.exportHf(r.out);
-    timings.saveMs = clock.lap();
-    r.say(`wrote ${r.out}${exported.merged ? " (LoRA merged into the base)" : ""}`);
+    const trained = await trainAndExport(r, opts, { base, learner, corpus, done, clock, timings });
     const report: TorchPretrainReport = {
       backend: "torch",
       game: r.game,
@@ -729,10 +717,7 @@ async function trainAndCheck(
       taskKnobs: r.taskKnobs,
       base,
       model: { ...learner.info, lora },
-      export: { format: "hf", merged: exported.merged, dtype: "float32" },
-      corpus: corpusReport(corpus.stats, examples),
-      sft: summarizeSft(sft),
-      unlikely,
+      ...trained,
       evaluation: null,
       targetsMet: false,
       timings,
@@ -750,6 +735,41 @@ async function trainAndCheck(
   } finally {
     await learner.close();
   }
+}
+
+/** Render, SFT (from an interrupted run's checkpoint when there is one) and export; their times into `timings`. */
+async function trainAndExport(
+  r: TorchRun,
+  opts: TorchPretrainOptions,
+  c: {
+    base: BaseModelRecord;
+    learner: TorchLearner;
+    corpus: { stats: CorpusStats; trials: readonly CorpusTrial[] };
+    done: SftProgress | null;
+    clock: Stopwatch;
+    timings: TorchPhaseTimes;
+  },
+): Promise<Pick<TorchPretrainReport, "export" | "corpus" | "sft" | "unlikely">> {
+  const { learner, done, clock, timings } = c;
+  const examples = await renderPhase(r, learner, c.corpus.trials);
+  timings.renderMs = clock.lap();
+  if (done) {
+    await restoreSftCheckpoint(learner, r.out, done);
+    r.say(`going on after SFT step ${done.steps} of ${r.settings.steps}, from ${sftCheckpointDir(r.out)}`);
+  }
+  const resumption = sftResumption(r, opts, learner, c.base, done, clock);
+  const { sft, unlikely } = await sftPhase(r, learner, examples, resumption);
+  timings.sftMs = sft.ms; // an interrupted run's SFT time up to its checkpoint included
+  clock.lap();
+  const exported = await learner.exportHf(r.out);
+  timings.saveMs = clock.lap();
+  r.say(`wrote ${r.out}${exported.merged ? " (LoRA merged into the base)" : ""}`);
+  return {
+    export: { format: "hf", merged: exported.merged, dtype: "float32" },
+    corpus: corpusReport(c.corpus.stats, examples),
+    sft: summarizeSft(sft),
+    unlikely,
+  };
 }
 
 /** Writes the report, its total wall time this run's plus `earlierMs` (a resumed run's predecessor). */
