@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { SUMMARY_FORMAT } from "../train/summary.js";
 import type { ExperimentPlan, PlannedPretrain, PlannedRun } from "./spec.js";
-import { warmStartDone } from "./warm-start.js";
+import { warmStartDone, warmStartProgress } from "./warm-start.js";
 
 /**
  * Where each run of a plan stands on disk, so `mage experiment --dry-run` can say what rerunning
@@ -68,8 +68,12 @@ function describePretrain(
   if (pretrainDone(p)) return "exists, reused";
   const waiting = plan.runs.filter((r) => r.pretrainedDir === p.dir && states.get(r)?.kind !== "committed");
   if (waiting.length === 0) return "not needed (its runs are done)";
-  return p.warmStart ? "to warm-start" : "to pretrain";
+  if (!p.warmStart) return "to pretrain";
+  const progress = warmStartProgress(p.dir);
+  return progress ? `to warm-start (${progress})` : "to warm-start";
 }
+
+const isPending = (state: string) => state === "to pretrain" || state.startsWith("to warm-start");
 
 /**
  * One line per base model and run, then a tally. With `noTrain` (`--no-train`) nothing is
@@ -80,7 +84,7 @@ export function describePlan(plan: ExperimentPlan, opts: { noTrain?: boolean } =
   const states = new Map(plan.runs.map((r) => [r, runState(r)] as const));
   const bases = plan.pretrains.map((p) => {
     const state = describePretrain(p, plan, states);
-    const pending = state === "to pretrain" || state === "to warm-start";
+    const pending = isPending(state);
     return [p, noTrain && pending ? "not pretrained (--no-train)" : state] as const;
   });
   const idle = (s: RunState) => noTrain && (s.kind === "new" || s.kind === "resumes");
@@ -97,7 +101,7 @@ export function describePlan(plan: ExperimentPlan, opts: { noTrain?: boolean } =
     );
   const count = (kind: RunState["kind"]) =>
     [...states.values()].filter((s) => s.kind === kind && !idle(s)).length;
-  const toPretrain = bases.filter(([, state]) => state === "to pretrain" || state === "to warm-start").length;
+  const toPretrain = bases.filter(([, state]) => isPending(state)).length;
   const left = [...states.values()].filter(idle).length;
   lines.push(
     `${plan.runs.length} runs: ${count("committed")} done, ${count("finished")} finished but not copied, ` +

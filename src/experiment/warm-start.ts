@@ -4,6 +4,7 @@ import { z } from "zod";
 import { UsageError } from "../core/errors.js";
 import type { MageConfig } from "../train/config.js";
 import { readPretrainReport } from "../train/pretrain/run.js";
+import { sftCheckpointSteps } from "../train/pretrain/torch-resume.js";
 import {
   TORCH_DTYPES,
   TORCH_PRETRAIN_DEFAULTS,
@@ -133,6 +134,17 @@ export function warmStartArgs(
 export function warmStartDone(dir: string): boolean {
   const report = readPretrainReport(dir) as { evaluation?: unknown } | null;
   return report?.evaluation !== null && report?.evaluation !== undefined;
+}
+
+/**
+ * Where an unfinished warm start in `dir` would go on from (its `--resume`): its SFT checkpoint's
+ * step, or its checks when it was trained and exported; null when it starts afresh.
+ */
+export function warmStartProgress(dir: string): string | null {
+  const report = readPretrainReport(dir) as { evaluation?: unknown } | null;
+  if (report && report.evaluation === null) return "trained, its checks to sample";
+  const sft = sftCheckpointSteps(dir);
+  return sft ? `goes on after SFT step ${sft.done}/${sft.of}` : null;
 }
 
 function torchGame(config: MageConfig): (typeof TORCH_PRETRAIN_GAMES)[number] {

@@ -94,6 +94,25 @@ describe("experiment grids of real models", () => {
     const described = describePlan(plan);
     assert.match(described[0], /^warm-start kuhn base-model seed 0 → .*: to warm-start$/);
     assert.match(described.at(-1) ?? "", /; 2 base model\(s\) to pretrain/);
+
+    // Where each would go on from: seed 0 cut off during its SFT, seed 1 during its checks.
+    const progressDir = `${plan.pretrains[0].dir}.sft-checkpoint`;
+    mkdirSync(progressDir, { recursive: true });
+    const progress = {
+      format: "mage-torch-sft-checkpoint",
+      identity: { settings: { steps: 3 } },
+      progress: { steps: 2 },
+    };
+    writeFileSync(join(progressDir, "sft-progress.json"), JSON.stringify(progress));
+    mkdirSync(plan.pretrains[1].dir, { recursive: true });
+    writeFileSync(
+      join(plan.pretrains[1].dir, "pretrain-report.json"),
+      JSON.stringify({ backend: "torch", evaluation: null }),
+    );
+    const resumed = describePlan(plan);
+    assert.match(resumed[0], /: to warm-start \(goes on after SFT step 2\/3\)$/);
+    assert.match(resumed[1], /: to warm-start \(trained, its checks to sample\)$/);
+    assert.match(resumed.at(-1) ?? "", /; 2 base model\(s\) to pretrain/);
   });
 
   it("keys a warm start by what shapes its weights, not by how the process runs", () => {

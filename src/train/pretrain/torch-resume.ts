@@ -155,6 +155,14 @@ export async function readSftCheckpoint(want: TorchResumeInputs): Promise<SftPro
   return file.progress;
 }
 
+/** The steps an SFT checkpoint of `out` holds and the run's total, or null when there is none (for `--dry-run`). */
+export function sftCheckpointSteps(out: string): { done: number; of: number } | null {
+  const file = readJsonOrNull(join(sftCheckpointDir(out), SFT_PROGRESS_FILE)) as SftCheckpointFile | null;
+  const done = file?.progress?.steps;
+  const of = file?.identity?.settings?.steps;
+  return typeof done === "number" && typeof of === "number" ? { done, of } : null;
+}
+
 /** Loads the checkpoint's weights and optimizer into the worker (opened on the same base). */
 export async function restoreSftCheckpoint(
   learner: TorchLearner,
