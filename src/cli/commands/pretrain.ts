@@ -29,7 +29,8 @@ const USAGE =
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
   "  --resume (torch): a warm start in --out cut off during its SFT goes on from its last SFT checkpoint\n" +
-  "    (<out>.sft-checkpoint, written every --checkpoint-seconds, default 120, 0: every step; removed at the end);\n" +
+  "    (<out>.sft-checkpoint, written every --checkpoint-seconds: default 120 with LoRA, 900 for full fine-tuning,\n" +
+  "    0: every step; removed at the end);\n" +
   "    one whose checks were cut off gets them sampled from its exported model; a complete one is printed as it is;\n" +
   "    the settings must be those it was trained with, except --threads, --prefix-cache-mb and --eval-batch (most\n" +
   "    trials sampled in one call, default 64: lower it when the checks run out of memory)\n" +

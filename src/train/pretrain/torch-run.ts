@@ -235,7 +235,10 @@ export interface TorchPretrainOptions extends Partial<TorchPretrainSettings> {
    * fresh run.
    */
   resume?: boolean;
-  /** Seconds between SFT checkpoints (`<out>.sft-checkpoint`, for `resume`); default 120, 0: after every step. */
+  /**
+   * Seconds between SFT checkpoints (`<out>.sft-checkpoint`, for `resume`); 0: after every step.
+   * Default 120 with LoRA (a small adapter), 900 for full fine-tuning (the weights and twice them in AdamW state).
+   */
   checkpointSeconds?: number;
   /** Passed to the worker (tests). */
   worker?: Partial<TorchWorkerOptions>;
@@ -661,7 +664,7 @@ function sftResumption(
   done: SftProgress | null,
   clock: Stopwatch,
 ): SftResumption {
-  const seconds = opts.checkpointSeconds ?? 120;
+  const seconds = opts.checkpointSeconds ?? (r.settings.loraRank > 0 ? 120 : 900);
   if (!(Number.isFinite(seconds) && seconds >= 0))
     throw new UsageError(`--checkpoint-seconds must be a number ≥ 0, got ${seconds}`);
   const identity = {
