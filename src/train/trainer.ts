@@ -23,6 +23,7 @@ import type { TaskDefinition } from "../tasks/registry.js";
 import { embeddedBackend, type TrainBackend, torchBackend } from "./backend.js";
 import { checkBaseKnobs } from "./base-knobs.js";
 import { configToYaml, type MageConfig, readConfigFile, taskKnobOptions } from "./config.js";
+import { type FinalEvalPhase, FinalEvalPhases } from "./final-eval-phases.js";
 import { runIteration } from "./iteration.js";
 import { RunLogger } from "./logging/run-logger.js";
 import { ProgressBar } from "./progress.js";
@@ -443,78 +444,118 @@ async function trainWith(
   }
 
   // A stop requested during the final evaluation (which can take many minutes) ends the run without
-  // it; the last iteration's checkpoint is saved, so --resume runs the final evaluation again.
+  // it; the last iteration's checkpoint is saved, so --resume plays the phases not yet finished.
   const stoppedInEval = async (err: unknown) => {
     if (!isRolloutStop(err)) throw err;
     const summary = summaryOf(null, total);
     await writeSummary(join(outDir, "summary.json"), summary);
-    log("stopped during the final evaluation; continue with --resume to run it again");
+    log(
+      "stopped during the final evaluation; continue with --resume to finish it (finished phases are kept)",
+    );
     return { outDir, summary, stopped: true };
   };
-  log(`final evaluation: ${config.eval.finalTrials} trials per cell, ${evalAttempts} attempts`);
-  const evalPath = join(outDir, "eval-trials.jsonl");
-  const evalTranscriptsPath = join(outDir, "eval-transcripts.jsonl");
-  await writeFileAtomic(evalPath, "");
-  await writeFileAtomic(evalTranscriptsPath, "");
+  // Phases finished before an interruption are kept (final-eval-phases.ts), the others played.
+  const phases = FinalEvalPhases.open(outDir, total, config.eval);
+  const phase = (name: FinalEvalPhase, play: () => Promise<EvalSnapshot>) =>
+    finalPhase(phases, name, play, (seconds) => {
+      wallBefore += seconds;
+      log(
+        `${name === "final" ? "final evaluation" : name}: kept from the interrupted run (${seconds.toFixed(0)} s)`,
+      );
+    });
   let finalEval: EvalSnapshot;
+  let scalingEval: EvalSnapshot | null = null;
+  let harderEval: EvalSnapshot | null = null;
   try {
-    finalEval = await runEval(
-      total,
-      config.eval.finalTrials,
-      (t) => {
-        const outcome = {
-          iteration: total,
-          trialId: t.trialId,
-          opponent: t.opponent,
-          seat: t.seat,
-          attempts: t.attempts,
-        };
-        appendFileSync(evalPath, `${JSON.stringify(outcome)}\n`);
-        // The whole play of each cell's first trials by index (not the first to finish, which
-        // would favour trials won early), for `mage replay`.
-        if (t.trialId % config.eval.finalTrials >= config.eval.transcriptsPerCell) return;
-        appendFileSync(evalTranscriptsPath, `${JSON.stringify({ ...outcome, memory: t.memory })}\n`);
-      },
-      undefined,
-      opts.shouldStop,
-    );
+    finalEval = await phase("final", async () => {
+      log(`final evaluation: ${config.eval.finalTrials} trials per cell, ${evalAttempts} attempts`);
+      return runEval(
+        total,
+        config.eval.finalTrials,
+        await finalTrialLogs(outDir, config.eval.finalTrials, config.eval.transcriptsPerCell, total),
+        undefined,
+        opts.shouldStop,
+      );
+    });
+    log(formatCells(finalEval.cells));
+    const start = periodicEval.find((e) => e.iteration === 0);
+    if (start)
+      log(
+        `\nbefore training vs after ${total} iterations (95% bootstrap intervals):\n${formatBeforeAfter(start.cells, finalEval.cells)}`,
+      );
+    const scaling = config.eval.scaling;
+    if (scaling) {
+      scalingEval = await phase("scaling", () => {
+        log(`test-time scaling: ${scaling.trials} trials per cell with ${scaling.attempts} attempts`);
+        return runEval(total, scaling.trials, undefined, scaling, opts.shouldStop);
+      });
+      log(formatCells(scalingEval.cells));
+    }
+    const harder = config.eval.harder;
+    if (harder) {
+      harderEval = await phase("harder", () => {
+        log(
+          `harder held-out set: ${harder.trials} trials (${JSON.stringify(taskKnobOptions(config.game, config.task, harder))})`,
+        );
+        return runEval(total, harder.trials, undefined, undefined, opts.shouldStop, harder);
+      });
+      log(formatCells(harderEval.cells));
+    }
   } catch (err) {
     return stoppedInEval(err);
   }
-  log(formatCells(finalEval.cells));
-  const start = periodicEval.find((e) => e.iteration === 0);
-  if (start)
-    log(
-      `\nbefore training vs after ${total} iterations (95% bootstrap intervals):\n${formatBeforeAfter(start.cells, finalEval.cells)}`,
-    );
-  let scalingEval: EvalSnapshot | null = null;
-  const scaling = config.eval.scaling;
-  if (scaling) {
-    log(`test-time scaling: ${scaling.trials} trials per cell with ${scaling.attempts} attempts`);
-    try {
-      scalingEval = await runEval(total, scaling.trials, undefined, scaling, opts.shouldStop);
-    } catch (err) {
-      return stoppedInEval(err);
-    }
-    log(formatCells(scalingEval.cells));
-  }
-  let harderEval: EvalSnapshot | null = null;
-  const harder = config.eval.harder;
-  if (harder) {
-    log(
-      `harder held-out set: ${harder.trials} trials (${JSON.stringify(taskKnobOptions(config.game, config.task, harder))})`,
-    );
-    try {
-      harderEval = await runEval(total, harder.trials, undefined, undefined, opts.shouldStop, harder);
-    } catch (err) {
-      return stoppedInEval(err);
-    }
-    log(formatCells(harderEval.cells));
-  }
   const summary = { ...summaryOf(finalEval, total), scalingEval, harderEval };
   await writeSummary(join(outDir, "summary.json"), summary);
+  await phases.remove();
   logger.finished(summary);
   return { outDir, summary, stopped: false };
+}
+
+/** A phase of the final evaluation: kept from an interrupted run, or played and then kept. */
+async function finalPhase(
+  phases: FinalEvalPhases,
+  name: FinalEvalPhase,
+  play: () => Promise<EvalSnapshot>,
+  onKept: (seconds: number) => void,
+): Promise<EvalSnapshot> {
+  const kept = phases.kept(name);
+  if (kept) {
+    onKept(kept.seconds);
+    return kept.snapshot;
+  }
+  const t = performance.now();
+  const snapshot = await play();
+  await phases.keep(name, snapshot, (performance.now() - t) / 1000);
+  return snapshot;
+}
+
+/**
+ * The final evaluation's trial logs, emptied: every trial's outcome in `eval-trials.jsonl`, and
+ * the whole play of each cell's first `transcriptsPerCell` trials by index (not the first to
+ * finish, which would favour trials won early) in `eval-transcripts.jsonl`, for `mage replay`.
+ */
+async function finalTrialLogs(
+  outDir: string,
+  trialsPerCell: number,
+  transcriptsPerCell: number,
+  iteration: number,
+): Promise<(t: TrialRecord) => void> {
+  const evalPath = join(outDir, "eval-trials.jsonl");
+  const transcriptsPath = join(outDir, "eval-transcripts.jsonl");
+  await writeFileAtomic(evalPath, "");
+  await writeFileAtomic(transcriptsPath, "");
+  return (t) => {
+    const outcome = {
+      iteration,
+      trialId: t.trialId,
+      opponent: t.opponent,
+      seat: t.seat,
+      attempts: t.attempts,
+    };
+    appendFileSync(evalPath, `${JSON.stringify(outcome)}\n`);
+    if (t.trialId % trialsPerCell >= transcriptsPerCell) return;
+    appendFileSync(transcriptsPath, `${JSON.stringify({ ...outcome, memory: t.memory })}\n`);
+  };
 }
 
 /** Deletes all but the newest `keep` checkpoints, never the best one. */

@@ -92,7 +92,7 @@ describe("resume", () => {
     assert.deepEqual(sb.periodicEval, sa.periodicEval);
   });
 
-  it("a stop during the final evaluation ends the run without it, and --resume runs it again", async () => {
+  it("a stop during the final evaluation ends the run without it, and --resume plays only the phases not yet finished", async () => {
     const root = mkdtempSync(join(tmpdir(), "mage-resume-"));
     await saveRandomBase(join(root, "base"), 256);
     const cfgPath = join(root, "run.yaml");
@@ -117,9 +117,11 @@ describe("resume", () => {
     );
     assert.ok(kept.every((r) => r.memory !== undefined && r.memory.attempts.length === r.attempts.length));
 
-    // The training loop asks once per iteration; every later question comes from the evaluations.
-    for (const stopAt of [3, 4]) {
-      const out = join(root, `stopped-${stopAt}`);
+    // The training loop asks once per iteration; every later question comes from the evaluations:
+    // a stop at the third question falls in the held-out cells, one once scaling has begun in it.
+    const stoppedIn: string[] = [];
+    for (const where of ["final", "scaling"]) {
+      const out = join(root, `stopped-${where}`);
       let asked = 0;
       const lines: string[] = [];
       const cut = await train({
@@ -128,16 +130,41 @@ describe("resume", () => {
         resume: false,
         progress: false,
         log: (l) => lines.push(l),
-        shouldStop: () => ++asked >= stopAt,
+        shouldStop: () =>
+          where === "final" ? ++asked >= 3 : lines.some((l) => l.startsWith("test-time scaling")),
       });
       assert.equal(cut.stopped, true);
       assert.equal(cut.summary.finalEval, null, "no final evaluation is reported half done");
       assert.ok(lines.some((l) => l.includes("stopped during the final evaluation")));
-      const resumed = await train({ config, outDir: out, resume: true, progress: false, log: () => {} });
+      const inScaling = lines.some((l) => l.startsWith("test-time scaling"));
+      stoppedIn.push(inScaling ? "scaling" : "final");
+      const resumedLines: string[] = [];
+      const resumed = await train({
+        config,
+        outDir: out,
+        resume: true,
+        progress: false,
+        log: (l) => resumedLines.push(l),
+      });
       assert.equal(resumed.stopped, false);
       assert.deepEqual(resumed.summary.finalEval, whole.summary.finalEval);
       assert.deepEqual(resumed.summary.scalingEval, whole.summary.scalingEval);
+      // A final evaluation finished before the stop is kept, not played again; its trial logs too.
+      assert.equal(
+        resumedLines.some((l) => l.startsWith("final evaluation: kept from the interrupted run")),
+        inScaling,
+      );
+      assert.equal(
+        resumedLines.some((l) => l.startsWith("final evaluation: 3 trials per cell")),
+        !inScaling,
+      );
+      assert.deepEqual(readTrialLog(join(out, "eval-trials.jsonl")).records, outcomes);
+      assert.ok(
+        !existsSync(join(out, "final-eval-phases.json")),
+        "removed once the summary holds the phases",
+      );
     }
+    assert.deepEqual(stoppedIn, ["final", "scaling"]);
   });
 
   it("refuses to overwrite a run that has checkpoints unless asked to resume", async () => {
