@@ -5,12 +5,15 @@
  * queued at its deadline is dropped, a job still running has its worker terminated (a synchronous
  * search cannot be interrupted otherwise) and a fresh worker takes the slot's next job. Either way
  * the move's promise rejects with `OpponentTimeoutError` and the session is left as it was.
+ * A job goes to a worker only once the worker says it is ready: a job that expired while the
+ * worker was still starting would otherwise terminate it, and where start-up takes longer than
+ * the budget (a loaded machine, or tsx compiling from source) no worker would ever start.
  */
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import type { Rng, RngState } from "../core/rng.js";
 import type { Opponent } from "../opponents/types.js";
-import type { MoveJob, MoveReply } from "./opponent-worker.js";
+import type { MoveJob, WorkerMessage } from "./opponent-worker.js";
 
 /** The move did not come within the request's time budget (queued or thinking). */
 export class OpponentTimeoutError extends Error {
@@ -45,6 +48,8 @@ interface Job {
 
 interface Slot {
   worker: Worker | undefined;
+  /** The worker has said it takes moves. */
+  ready: boolean;
   job: Job | undefined;
 }
 
@@ -63,12 +68,12 @@ export class OpponentPool {
   private readonly queue: Job[] = [];
   private nextId = 1;
   private closed = false;
-  /** Moves played, and moves cut off by their deadline (for tests and logs). */
-  readonly counts = { played: 0, timedOut: 0 };
+  /** Moves played, moves cut off by their deadline, and worker threads started (for tests and logs). */
+  readonly counts = { played: 0, timedOut: 0, started: 0 };
 
   constructor(readonly size: number = defaultPoolSize()) {
     if (!Number.isInteger(size) || size < 1) throw new RangeError(`pool size must be >= 1, got ${size}`);
-    this.slots = Array.from({ length: size }, () => ({ worker: undefined, job: undefined }));
+    this.slots = Array.from({ length: size }, () => ({ worker: undefined, ready: false, job: undefined }));
   }
 
   /** Moves being thought about now. */
@@ -108,6 +113,7 @@ export class OpponentPool {
       slot.job = undefined;
       if (slot.worker) stopping.push(slot.worker.terminate());
       slot.worker = undefined;
+      slot.ready = false;
     }
     await Promise.all(stopping);
   }
@@ -122,19 +128,27 @@ export class OpponentPool {
     for (const slot of this.slots) {
       if (this.queue.length === 0) return;
       if (slot.job) continue;
+      if (!slot.worker) this.startWorker(slot);
+      if (!slot.ready) continue; // it takes a job once it says it is ready
       const job = this.queue.shift()!;
       slot.job = job;
-      this.workerOf(slot).postMessage(job.message);
+      slot.worker!.postMessage(job.message);
     }
   }
 
-  private workerOf(slot: Slot): Worker {
-    if (slot.worker) return slot.worker;
+  private startWorker(slot: Slot): void {
     const worker = spawnMoveWorker();
+    this.counts.started++;
     const current = () => slot.worker === worker;
-    worker.on("message", (reply: MoveReply) => {
+    worker.on("message", (reply: WorkerMessage) => {
+      if (!current()) return;
+      if ("ready" in reply) {
+        slot.ready = true;
+        this.dispatch();
+        return;
+      }
       const job = slot.job;
-      if (!current() || !job || job.message.id !== reply.id) return;
+      if (!job || job.message.id !== reply.id) return;
       slot.job = undefined;
       this.counts.played++;
       this.settle(job, reply.ok ? { move: reply.move, rng: reply.rng } : new Error(reply.error));
@@ -143,6 +157,7 @@ export class OpponentPool {
     const lost = (why: string) => {
       if (!current()) return;
       slot.worker = undefined;
+      slot.ready = false;
       const job = slot.job;
       slot.job = undefined;
       if (job) this.settle(job, new Error(`an opponent worker thread failed: ${why}`));
@@ -151,7 +166,7 @@ export class OpponentPool {
     worker.on("error", (err) => lost(err.message));
     worker.on("exit", (code) => lost(`it exited with code ${code}`));
     slot.worker = worker;
-    return worker;
+    slot.ready = false;
   }
 
   private expire(job: Job): void {
@@ -164,10 +179,11 @@ export class OpponentPool {
       // A synchronous search cannot be interrupted: the thread goes, a new one takes the slot.
       const worker = slot.worker;
       slot.worker = undefined;
+      slot.ready = false;
       slot.job = undefined;
       void worker?.terminate();
       // Its replacement starts now, so its start-up does not eat the next move's budget.
-      if (!this.closed) this.workerOf(slot);
+      if (!this.closed) this.startWorker(slot);
       this.dispatch();
     }
     this.counts.timedOut++;

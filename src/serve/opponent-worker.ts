@@ -34,5 +34,11 @@ async function play(job: MoveJob): Promise<MoveReply> {
   }
 }
 
+/** What a worker posts: a move's reply, or once, when it can take moves, that it is ready. */
+export type WorkerMessage = MoveReply | { ready: true };
+
 const port = parentPort;
-if (port) port.on("message", (job: MoveJob) => void play(job).then((reply) => port.postMessage(reply)));
+if (port) {
+  port.on("message", (job: MoveJob) => void play(job).then((reply) => port.postMessage(reply)));
+  port.postMessage({ ready: true } satisfies WorkerMessage);
+}

@@ -139,10 +139,11 @@ describe("env-serve: bounded work per request", () => {
       assert.equal(next.status, 409);
       assert.match(errorOf(next.text).message, /expected 1/);
       assert.equal(slow.pool.counts.timedOut, 1);
-      // The terminated worker was replaced: a cheap pooled move plays once the new thread is up
-      // (from source, tsx makes its start-up longer than this server's 300 ms budget, and tens of
-      // seconds on a machine loaded 3× over its cores: a clean-clone CI beside two training runs
-      // failed 40 tries, so it retries for up to 90 s, 300 ms apart).
+      // The terminated worker was replaced: a cheap pooled move plays once the new thread is up.
+      // From source, tsx makes its start-up longer than this server's 300 ms budget (tens of
+      // seconds on a machine loaded 3× over its cores), so the first tries time out while it
+      // starts; they no longer terminate it (a clean-clone CI beside two training runs once failed
+      // 90 s of tries when they did), and it retries for up to 90 s, 300 ms apart.
       let light = { status: 0, text: "" };
       const deadline = performance.now() + 90_000;
       while (light.status !== 200 && performance.now() < deadline) {
