@@ -84,12 +84,13 @@ describe("env-serve: bounded work per request", () => {
     }
   });
 
-  it("GET /info answers within 100 ms while the heaviest allowed opponent thinks in another session", async () => {
+  it("GET /info answers at once while the heaviest allowed opponent thinks in another session", async () => {
     // A limit 20× the default, so the allowed search is long enough to probe during (about 1 s).
     const heavy = await startEnvServer({ opponentLimits: { mcts: 2_000_000 }, timeBudgetMs: 60_000 });
     try {
       await timedGet(`${heavy.url}/info`);
       let thinking = true;
+      const t0 = performance.now();
       const create = post(heavy.url, "/create", {
         env: "tictactoe",
         seed: 1,
@@ -104,10 +105,19 @@ describe("env-serve: bounded work per request", () => {
         await new Promise((r) => setTimeout(r, 10));
       }
       const r = await create;
+      const searchMs = performance.now() - t0;
       assert.equal(r.status, 200, r.text);
       assert.ok(latencies.length >= 5, `probed ${latencies.length} times while the opponent thought`);
+      // A search on the event loop would hold a probe for about the whole search; a free loop
+      // answers in milliseconds (median 1 ms, max 16.5 ms in `npm run bench -- servers`). The
+      // bound follows the search, which a loaded machine stretches as it stretches the probes:
+      // a clean-clone CI beside two training runs saw 111 ms.
       const worst = Math.max(...latencies);
-      assert.ok(worst < 100, `slowest /info during the search: ${worst.toFixed(1)} ms`);
+      const bound = Math.max(100, searchMs / 4);
+      assert.ok(
+        worst < bound,
+        `slowest /info during a ${searchMs.toFixed(0)} ms search: ${worst.toFixed(1)} ms`,
+      );
       assert.equal(heavy.pool.counts.played, 1);
     } finally {
       await heavy.close();

@@ -153,7 +153,9 @@ describe("mage serve: connections", () => {
           ctrl.abort();
         }),
       );
-      for (let i = 0; i < 100 && server.stats().inFlight > 0; i++)
+      // Up to 30 s: a dropped stream is let go once the server sees its socket closed, which a loaded machine delays
+      // (a clean-clone CI beside two training runs still had 8 of 20 in flight after 5 s).
+      for (let i = 0; i < 600 && server.stats().inFlight > 0; i++)
         await new Promise((r) => setTimeout(r, 50));
       assert.equal(server.stats().inFlight, 0, "the dropped streams were let go");
       const ok = await exchange(`${server.baseUrl}/chat/completions`, { method: "POST", body: chat() });
