@@ -354,7 +354,9 @@ describe("mage serve --model: shutdown", { skip: NO_WORKER }, () => {
     assert.equal(r.status, 200);
     const { code, ms } = await terminate(cli);
     assert.equal(code, 0, cli.stderr());
-    assert.ok(ms < 5000, `exited ${ms.toFixed(0)} ms after SIGTERM`);
+    // About 2 s on an idle machine; the bound is there to catch a hang (a clean-clone CI beside two
+    // training runs took 5.8 s).
+    assert.ok(ms < 15_000, `exited ${ms.toFixed(0)} ms after SIGTERM`);
     assert.match(cli.stderr(), /LlamaForCausalLM, .*PyTorch worker on cpu in float32, 1 thread/);
     assert.match(cli.stderr(), /SIGTERM[\s\S]*mage serve: stopped/);
   });
