@@ -56,11 +56,12 @@ def full_state(learner: Learner) -> tuple[dict[str, torch.Tensor], dict[str, Any
     from torch.distributed.fsdp import FullOptimStateDictConfig, FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
+    offload = offload_to_cpu(model)
     with FSDP.state_dict_type(
         model,
         StateDictType.FULL_STATE_DICT,
-        FullStateDictConfig(offload_to_cpu=offload_to_cpu(model), rank0_only=True),
-        FullOptimStateDictConfig(offload_to_cpu=offload_to_cpu(model), rank0_only=True),
+        FullStateDictConfig(offload_to_cpu=offload, rank0_only=True),
+        FullOptimStateDictConfig(offload_to_cpu=offload, rank0_only=True),
     ):
         sd = model.state_dict()
         osd = FSDP.optim_state_dict(model, learner.optimizer)
