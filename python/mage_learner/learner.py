@@ -252,8 +252,6 @@ class Learner:
         self.model.eval()
         with torch.no_grad():
             if which == "reference":
-                if self.dist.active and self.loaded.lora is None:
-                    raise usage("logprobs model=reference under FSDP needs LoRA (the frozen copy is not kept per rank)", "reference")
                 with reference_policy(self.loaded) as ref:
                     mod = self.model if self.loaded.lora is not None else ref
                     lp, ent = self._score_local(mod, groups, rounds)

@@ -103,6 +103,8 @@ class Worker:
             from .fsdp import wrap
 
             model = wrap(model, loaded.device)
+            if loaded.reference is not None:  # full fine-tuning's frozen copy, sharded like the policy
+                loaded.reference = wrap(loaded.reference, loaded.device)
         optimizer = make_optimizer(model, spec, decaying)
         self.loaded = loaded
         self.learner = Learner(loaded, model, optimizer, spec, self.dist)

@@ -38,11 +38,13 @@ def test_two_ranks_equal_one_process(llama_dir: Path, tmp_path: Path) -> None:
     with Client(cmd, env=env, timeout=240) as c:
         hello, _ = c.call("hello", protocol=1)
         assert hello["worldSize"] == 2
-        h, _ = c.call("load", **load_fields(llama_dir, optimizer=OPT, reference=False))
+        h, _ = c.call("load", **load_fields(llama_dir, optimizer=OPT, reference=True))
         assert one.loaded is not None
         assert h["parameters"] == sum(p.numel() for p in one.loaded.model.parameters())
         _, lp2 = c.call("logprobs", {k: b[k] for k in ("ids", "lengths", "loss_mask")})
         h2, _ = c.call("update", b, loss=loss, lr=1e-3, microBatchTokens=16)
+        # Full fine-tuning's frozen reference, sharded like the policy: still the starting weights.
+        _, ref2 = c.call("logprobs", {k: b[k] for k in ("ids", "lengths", "loss_mask")}, model="reference")
         gen, ga = c.call("generate", {"ids": np.asarray([1, 5, 6], np.int32), "lengths": np.asarray([3], np.int32)},
                          requests=[{"maxNewTokens": 5, "temperature": 1.0, "topP": 1.0, "topK": 0, "seed": 1}])
         c.call("save", path=str(tmp_path / "ck"))
@@ -77,6 +79,8 @@ def test_two_ranks_equal_one_process(llama_dir: Path, tmp_path: Path) -> None:
         got, _ = score(fresh, split_sequences(b), torch.device("cpu"))
     assert float(np.abs(got.double().numpy() - lo_lp["logp"]).max()) < 1e-5
     np.testing.assert_allclose(lp2["logp"], lp1["logp"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ref2["logp"], lp1["logp"], rtol=0, atol=1e-5)
+    assert float(np.abs(ref2["logp"] - call(one, "logprobs", b)[1]["logp"]).max()) > 1e-4, "the policy moved"
     assert h2["loss"] == pytest.approx(h1["loss"], rel=1e-5)
     assert h2["gradNorm"] == pytest.approx(h1["gradNorm"], rel=1e-5)
     assert ga["tokens"].size == 5

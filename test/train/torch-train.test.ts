@@ -215,6 +215,27 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
     assert.doesNotMatch(stderr, /KeyboardInterrupt|learner worker/);
   });
 
+  it("model.torch.processes 2 (torchrun, FSDP on gloo) trains and resumes as one process does, its frozen reference sharded too", async () => {
+    const outDir = join(root, "two-ranks");
+    const ranks = (iterations: number) =>
+      loadConfig(cfgPath, ["model.torch.processes=2", `train.iterations=${iterations}`]);
+    await train({ config: ranks(2), outDir, resume: false, ...quiet });
+    assert.equal(metricsOf(outDir).length, 2);
+    await train({ config: ranks(4), outDir, resume: true, ...quiet });
+    const two = metricsOf(outDir);
+    const one = metricsOf(straight);
+    assert.equal(two.length, one.length);
+    for (let i = 0; i < one.length; i++) {
+      // The same samples (rank 0 samples for both); the update's sums differ only in rounding.
+      assert.equal(two[i].scored_tokens, one[i].scored_tokens, `iteration ${i}`);
+      for (const k of ["loss", "grad_norm", "kl"])
+        assert.ok(
+          Math.abs(two[i][k] - one[i][k]) <= 1e-5 * Math.max(1, Math.abs(one[i][k])),
+          `iteration ${i} ${k}: ${two[i][k]} vs ${one[i][k]}`,
+        );
+    }
+  });
+
   it("a missing Python environment is a UsageError that says what to run", async () => {
     const bad = loadConfig(cfgPath, ["model.torch.python=/nowhere/bin/python"]);
     await assert.rejects(
