@@ -1,0 +1,69 @@
+import { type EvalCell, evaluate, HARDER_SEED_RANGE } from "../evaluate/evaluate.js";
+import { EvalProgressBar } from "../evaluate/progress.js";
+import type { ContextOverflow } from "../rollout/runner.js";
+import type { TrialRecord } from "../rollout/types.js";
+import type { TaskDefinition } from "../tasks/registry.js";
+import type { TrainBackend } from "./backend.js";
+import { type MageConfig, taskKnobOptions } from "./config.js";
+import type { EvalSnapshot } from "./summary.js";
+
+/** How one evaluation of a run differs from its periodic one. */
+export interface RunEvalOptions {
+  onTrial?: (trial: TrialRecord) => void;
+  /** Test-time scaling: more attempts, on its own cells. */
+  scaling?: { attempts: number; cells?: EvalCell[]; contextOverflow: ContextOverflow };
+  shouldStop?: () => boolean;
+  /** The harder held-out set: its knobs and seeds. */
+  harder?: NonNullable<MageConfig["eval"]["harder"]>;
+}
+
+export type RunEval = (iteration: number, trials: number, opts?: RunEvalOptions) => Promise<EvalSnapshot>;
+
+/** The cells a run is evaluated on: the config's, or each training opponent in both seats. */
+export function defaultEvalCells(config: MageConfig, task: TaskDefinition): EvalCell[] {
+  if (config.eval.cells.length > 0) return config.eval.cells;
+  if (!task.twoPlayer) return [{ opponent: null, seat: null, unseen: false }];
+  return config.population.opponents.flatMap((o) => [
+    { opponent: o.spec, seat: "first" as const, unseen: false },
+    { opponent: o.spec, seat: "second" as const, unseen: false },
+  ]);
+}
+
+/** Evaluates the run's current policy with its config's `eval` settings. */
+export function runEvaluator(ctx: {
+  config: MageConfig;
+  task: TaskDefinition;
+  maxTurns: number;
+  backend: TrainBackend;
+  progress: boolean;
+}): RunEval {
+  const { config, task, maxTurns, backend } = ctx;
+  const cells = defaultEvalCells(config, task);
+  const evalAttempts = config.eval.attempts ?? config.task.attempts;
+  const reflection = config.eval.reflection ?? config.task.reflection;
+  return async (iteration, trials, opts = {}) => {
+    const { scaling, harder, shouldStop, onTrial } = opts;
+    const attempts = scaling?.attempts ?? harder?.attempts ?? evalAttempts;
+    await backend.learner.forgetCaches?.();
+    // A real model's evaluation takes minutes: show trials and answers as they come.
+    const bar = ctx.progress ? new EvalProgressBar({ label: `eval @${iteration}` }) : null;
+    const res = await evaluate(backend.evalPolicy, {
+      task,
+      cells: scaling?.cells ?? cells,
+      trials,
+      attempts,
+      reflection,
+      promptStyle: config.task.promptStyle,
+      maxTurns,
+      contextOverflow: scaling?.contextOverflow ?? config.task.contextOverflow,
+      sampling: { ...config.eval.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
+      seed: config.seed,
+      taskOptions: taskKnobOptions(config.game, config.task, harder ?? {}),
+      ...(harder ? { seedRange: HARDER_SEED_RANGE } : {}),
+      ...(shouldStop ? { shouldStop } : {}),
+      ...(onTrial ? { onTrial } : {}),
+      ...(bar ? { onProgress: bar.update } : {}),
+    }).finally(() => bar?.finish());
+    return { iteration, attempts, trialsPerCell: trials, cells: res.cells } satisfies EvalSnapshot;
+  };
+}
