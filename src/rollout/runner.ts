@@ -128,45 +128,109 @@ export async function runTrials(
   opts: RunnerOptions,
   hooks: RunHooks = {},
 ): Promise<TrialRecord[]> {
-  const live: LiveTrial[] = [];
-  for (const spec of specs) {
-    const task = makeTask(spec);
-    const env = new TrialEnv(task, promptOptions(opts));
-    live.push({
-      spec,
-      task,
-      env,
-      stage: "play",
-      attempt: 0,
-      turn: 0,
-      rows: [],
-      attempts: [],
-      current: emptyAttempt(),
-      dropped: 0,
+  const rollout = new Rollout(specs, makeTask, policy, root, opts, hooks);
+  await rollout.reset();
+  try {
+    await rollout.playAll();
+  } catch (err) {
+    throw await rollout.abort(err);
+  }
+  await rollout.closed();
+  return specs.map((s) => rollout.record(s.trialId));
+}
+
+/** One runTrials call: its live trials, the records of those that ended, and their tasks' closing. */
+class Rollout {
+  private readonly live: LiveTrial[];
+  private readonly records = new Map<number, TrialRecord>();
+  private readonly closing: Promise<void>[] = [];
+
+  constructor(
+    specs: readonly TrialSpec[],
+    makeTask: (spec: TrialSpec) => TextTask,
+    private readonly policy: Policy,
+    private readonly root: Rng,
+    private readonly opts: RunnerOptions,
+    private readonly hooks: RunHooks,
+  ) {
+    this.live = specs.map((spec) => {
+      const task = makeTask(spec);
+      const env = new TrialEnv(task, promptOptions(opts));
+      return {
+        spec,
+        task,
+        env,
+        stage: "play",
+        attempt: 0,
+        turn: 0,
+        rows: [],
+        attempts: [],
+        current: emptyAttempt(),
+        dropped: 0,
+      };
     });
   }
-  // Every trial's task instance, reset concurrently (a served task waits on its server here).
-  const closing: Promise<void>[] = [];
-  const closeTask = (task: TextTask): void => {
-    if (task.close) closing.push(task.close().catch(() => undefined));
-  };
-  const resets = await Promise.allSettled(
-    live.map((t) =>
-      t.env.reset(
-        root.derive("task", t.spec.taskSeed),
-        root.derive("opponent", t.spec.groupId, t.spec.taskSeed),
+
+  record(trialId: number): TrialRecord {
+    return this.records.get(trialId)!;
+  }
+
+  /** Every trial's task instance, reset concurrently (a served task waits on its server here). */
+  async reset(): Promise<void> {
+    const resets = await Promise.allSettled(
+      this.live.map((t) =>
+        t.env.reset(
+          this.root.derive("task", t.spec.taskSeed),
+          this.root.derive("opponent", t.spec.groupId, t.spec.taskSeed),
+        ),
       ),
-    ),
-  );
-  const failed = resets.find((r) => r.status === "rejected");
-  if (failed) {
+    );
+    const failed = resets.find((r) => r.status === "rejected");
+    if (!failed) return;
     // No trial was played: release what was created, and report the first failure as it is.
-    for (const t of live) closeTask(t.task);
-    await Promise.all(closing);
+    for (const t of this.live) this.closeTask(t.task);
+    await this.closed();
     throw failed.reason;
   }
-  const records = new Map<number, TrialRecord>();
-  const finish = (t: LiveTrial, aborted: boolean, stopReason?: string): TrialRecord => {
+
+  /** Rounds of batched policy calls until every trial is done. */
+  async playAll(): Promise<void> {
+    const { maxBatch, concurrency } = this.opts;
+    const atOnce = Math.max(1, concurrency);
+    for (;;) {
+      const pending = this.live.filter((t) => t.stage !== "done");
+      if (pending.length === 0) return;
+      const batches: LiveTrial[][] = [];
+      for (let i = 0; i < pending.length; i += maxBatch) batches.push(pending.slice(i, i + maxBatch));
+      for (let i = 0; i < batches.length; i += atOnce) {
+        if (this.hooks.shouldStop?.()) throw new RolloutStoppedError();
+        await Promise.all(batches.slice(i, i + atOnce).map((b) => this.runBatch(b)));
+      }
+    }
+  }
+
+  /** After a failure: trials not finished are recorded as aborted, never as losses. */
+  async abort(err: unknown): Promise<RolloutAbortedError> {
+    const finished = [...this.records.values()];
+    const aborted = this.live.filter((t) => t.stage !== "done").map((t) => this.finish(t, true));
+    await this.closed();
+    return new RolloutAbortedError(
+      `rollout stopped: ${(err as Error).message}; ${finished.length} finished trials kept, ${aborted.length} in flight recorded as aborted`,
+      finished,
+      aborted,
+      err,
+    );
+  }
+
+  closed(): Promise<unknown> {
+    return Promise.all(this.closing);
+  }
+
+  private closeTask(task: TextTask): void {
+    if (task.close) this.closing.push(task.close().catch(() => undefined));
+  }
+
+  private finish(t: LiveTrial, aborted: boolean, stopReason?: string): TrialRecord {
     t.stage = "done";
     const rec: TrialRecord = {
       trialId: t.spec.trialId,
@@ -181,14 +245,14 @@ export async function runTrials(
       memory: t.env.memory,
       rows: t.rows,
     };
-    records.set(t.spec.trialId, rec);
-    closeTask(t.task);
-    hooks.onTrialEnd?.(rec);
+    this.records.set(t.spec.trialId, rec);
+    this.closeTask(t.task);
+    this.hooks.onTrialEnd?.(rec);
     return rec;
-  };
+  }
 
   /** An attempt cut off unfinished: games where stalling would beat playing charge a forfeit, on the last play row. */
-  const chargeForfeit = (t: LiveTrial): void => {
+  private chargeForfeit(t: LiveTrial): void {
     if (t.current.finished) return;
     const f = t.task.forfeit?.() ?? null;
     if (!f) return;
@@ -197,43 +261,93 @@ export async function runTrials(
     t.current.forfeited = true;
     const last = t.rows[t.rows.length - 1];
     if (last?.phase === "play" && last.attempt === t.attempt) last.reward += f.reward;
-  };
+  }
 
-  const endAttempt = async (t: LiveTrial): Promise<void> => {
-    chargeForfeit(t);
+  private async endAttempt(t: LiveTrial): Promise<void> {
+    this.chargeForfeit(t);
     t.attempts.push(t.current);
     const won = t.current.won;
     t.current = emptyAttempt();
-    if (won || t.attempts.length >= opts.attempts) {
-      finish(t, false);
+    if (won || t.attempts.length >= this.opts.attempts) {
+      this.finish(t, false);
       return;
     }
-    if (opts.reflection !== "none" && t.env.reflectCallExpected) {
+    if (this.opts.reflection !== "none" && t.env.reflectCallExpected) {
       t.stage = "reflect";
     } else {
-      await restartTrial(t);
+      await this.restartTrial(t);
     }
-  };
+  }
 
-  const restartTrial = async (t: LiveTrial): Promise<void> => {
+  private async restartTrial(t: LiveTrial): Promise<void> {
     const pending = t.env.restart();
     if (pending) await pending;
     t.attempt += 1;
     t.turn = 0;
     t.stage = "play";
-  };
+  }
 
-  const callOf = (t: LiveTrial): GenerateRequest => {
+  private callOf(t: LiveTrial): GenerateRequest {
     const phase = t.stage === "reflect" ? "reflect" : "play";
-    const messages = messagesFor(t, phase, opts);
     return {
-      messages,
-      sampling: opts.sampling,
-      seed: requestSeed(root, t.spec.trialId, t.attempt, phase, t.turn),
+      messages: messagesFor(t, phase, this.opts),
+      sampling: this.opts.sampling,
+      seed: requestSeed(this.root, t.spec.trialId, t.attempt, phase, t.turn),
     };
-  };
+  }
 
-  const apply = async (t: LiveTrial, req: GenerateRequest, gen: Generation): Promise<void> => {
+  /** One batch: each trial's next request (fitted to the context, or the trial stops), one generate call, then each answer applied. */
+  private async runBatch(all: LiveTrial[]): Promise<void> {
+    const batch: LiveTrial[] = [];
+    const requests: GenerateRequest[] = [];
+    // Checked together so that a policy whose check is a round trip (the torch worker's render)
+    // can answer the whole batch with one request.
+    const first = all.map((t) => this.callOf(t));
+    const firstErrors = await Promise.all(first.map((r) => this.policy.contextError?.(r) ?? null));
+    for (const [k, t] of all.entries()) {
+      const fitted = await this.fitContext(t, first[k], firstErrors[k]);
+      if (fitted.tooLong === null) {
+        batch.push(t);
+        requests.push(fitted.req);
+        continue;
+      }
+      // The trial outgrew the model's context: the attempt in progress ends unfinished and the trial stops.
+      if (t.stage === "play") {
+        this.chargeForfeit(t);
+        t.attempts.push(t.current);
+      }
+      const dropped = t.dropped > 0 ? ` (even with the ${t.dropped} oldest earlier attempts dropped)` : "";
+      this.finish(t, false, `context: ${fitted.tooLong}${dropped}`);
+    }
+    if (batch.length === 0) return;
+    const generations = await this.policy.generate(requests);
+    if (generations.length !== requests.length) {
+      throw new Error(
+        `policy ${this.policy.name} returned ${generations.length} generations for ${requests.length} requests`,
+      );
+    }
+    for (let i = 0; i < batch.length; i++) await this.apply(batch[i], requests[i], generations[i]);
+  }
+
+  /** With "drop-oldest", the oldest earlier attempts are dropped one at a time until the request fits. */
+  private async fitContext(
+    t: LiveTrial,
+    req: GenerateRequest,
+    tooLong: string | null,
+  ): Promise<{ req: GenerateRequest; tooLong: string | null }> {
+    if (tooLong === null || this.opts.contextOverflow !== "drop-oldest" || this.opts.reflection === "none")
+      return { req, tooLong };
+    const earlier = t.env.memory.attempts.length - 1;
+    let fitted: { req: GenerateRequest; tooLong: string | null } = { req, tooLong };
+    while (fitted.tooLong !== null && t.dropped < earlier) {
+      t.dropped += 1;
+      const next = this.callOf(t);
+      fitted = { req: next, tooLong: (await this.policy.contextError?.(next)) ?? null };
+    }
+    return fitted;
+  }
+
+  private async apply(t: LiveTrial, req: GenerateRequest, gen: Generation): Promise<void> {
     const base = {
       trialId: t.spec.trialId,
       groupId: t.spec.groupId,
@@ -263,7 +377,7 @@ export async function runTrials(
         done: false,
         won: false,
       });
-      await restartTrial(t);
+      await this.restartTrial(t);
       return;
     }
     const anchor = t.env.anchor("play");
@@ -290,74 +404,6 @@ export async function runTrials(
       cur.finished = true;
     }
     t.turn += 1;
-    if (result.done || t.turn >= opts.maxTurns) await endAttempt(t);
-  };
-
-  try {
-    for (;;) {
-      const pending = live.filter((t) => t.stage !== "done");
-      if (pending.length === 0) break;
-      const batches: LiveTrial[][] = [];
-      for (let i = 0; i < pending.length; i += opts.maxBatch)
-        batches.push(pending.slice(i, i + opts.maxBatch));
-      const runBatch = async (all: LiveTrial[]): Promise<void> => {
-        const batch: LiveTrial[] = [];
-        const requests: GenerateRequest[] = [];
-        // Checked together so that a policy whose check is a round trip (the torch worker's
-        // render) can answer the whole batch with one request.
-        const first = all.map(callOf);
-        const firstErrors = await Promise.all(first.map((r) => policy.contextError?.(r) ?? null));
-        for (const [k, t] of all.entries()) {
-          let req = first[k];
-          let tooLong = firstErrors[k];
-          if (tooLong !== null && opts.contextOverflow === "drop-oldest" && opts.reflection !== "none") {
-            // Drop the oldest earlier attempts, one at a time, until the request fits.
-            const earlier = t.env.memory.attempts.length - 1;
-            while (tooLong !== null && t.dropped < earlier) {
-              t.dropped += 1;
-              req = callOf(t);
-              tooLong = (await policy.contextError?.(req)) ?? null;
-            }
-          }
-          if (tooLong === null) {
-            batch.push(t);
-            requests.push(req);
-            continue;
-          }
-          // The trial outgrew the model's context: the attempt in progress ends unfinished and the trial stops.
-          if (t.stage === "play") {
-            chargeForfeit(t);
-            t.attempts.push(t.current);
-          }
-          const dropped =
-            t.dropped > 0 ? ` (even with the ${t.dropped} oldest earlier attempts dropped)` : "";
-          finish(t, false, `context: ${tooLong}${dropped}`);
-        }
-        if (batch.length === 0) return;
-        const generations = await policy.generate(requests);
-        if (generations.length !== requests.length) {
-          throw new Error(
-            `policy ${policy.name} returned ${generations.length} generations for ${requests.length} requests`,
-          );
-        }
-        for (let i = 0; i < batch.length; i++) await apply(batch[i], requests[i], generations[i]);
-      };
-      for (let i = 0; i < batches.length; i += Math.max(1, opts.concurrency)) {
-        if (hooks.shouldStop?.()) throw new RolloutStoppedError();
-        await Promise.all(batches.slice(i, i + Math.max(1, opts.concurrency)).map(runBatch));
-      }
-    }
-  } catch (err) {
-    const finished = [...records.values()];
-    const aborted = live.filter((t) => t.stage !== "done").map((t) => finish(t, true));
-    await Promise.all(closing);
-    throw new RolloutAbortedError(
-      `rollout stopped: ${(err as Error).message}; ${finished.length} finished trials kept, ${aborted.length} in flight recorded as aborted`,
-      finished,
-      aborted,
-      err,
-    );
+    if (result.done || t.turn >= this.opts.maxTurns) await this.endAttempt(t);
   }
-  await Promise.all(closing);
-  return specs.map((s) => records.get(s.trialId)!);
 }
