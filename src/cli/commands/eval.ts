@@ -13,6 +13,7 @@ import {
   type ContextOverflow,
   RolloutAbortedError,
 } from "../../rollout/runner.js";
+import type { TrialRecord } from "../../rollout/types.js";
 import { checkOpponentSpec, loadTask, TASK_NAMES, type TaskDefinition } from "../../tasks/registry.js";
 import { openRemoteTask } from "../../tasks/remote.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
@@ -146,190 +147,237 @@ function defaultMaxTokens(opened: OpenedPolicy, meta: Record<string, unknown> | 
   return 1024;
 }
 
+const FLAGS = {
+  checkpoint: { type: "string" },
+  policy: { type: "string" },
+  model: { type: "string" },
+  threads: { type: "string" },
+  game: { type: "string" },
+  "env-url": { type: "string" },
+  "env-name": { type: "string" },
+  "env-api-key-env": { type: "string" },
+  "env-config": { type: "string" },
+  opponent: { type: "string" },
+  seat: { type: "string" },
+  attempts: { type: "string" },
+  trials: { type: "string" },
+  reflection: { type: "string" },
+  style: { type: "string" },
+  "max-tokens": { type: "string" },
+  temperature: { type: "string" },
+  "top-p": { type: "string" },
+  "top-k": { type: "string" },
+  seed: { type: "string" },
+  "context-overflow": { type: "string" },
+  seen: { type: "string" },
+  knobs: { type: "string" },
+  harder: { type: "boolean" },
+  out: { type: "string" },
+  json: { type: "boolean" },
+  quiet: { type: "boolean" },
+} as const;
+
+type Flags = { [K in keyof typeof FLAGS]?: (typeof FLAGS)[K]["type"] extends "boolean" ? boolean : string };
+type Meta = Record<string, unknown>;
+
+/** What is evaluated (a checkpoint, a policy spec or a model directory) and what it recorded of its training. */
+class EvalSource {
+  readonly modelDir: string | undefined;
+  /** The policy spec asked for (a checkpoint as `checkpoint:DIR`). */
+  readonly requested: string;
+  readonly checkpointDir: string | undefined;
+  private meta: Meta | null;
+
+  constructor(values: Flags) {
+    const given = [values.checkpoint, values.policy, values.model].filter((v) => v !== undefined);
+    if (given.length !== 1)
+      throw new UsageError(
+        `give exactly one of --checkpoint DIR, --policy SPEC or --model DIR\nusage: ${USAGE}`,
+      );
+    if (values.threads !== undefined && values.model === undefined)
+      throw new UsageError(
+        "--threads goes with --model DIR (a torch run checkpoint's worker uses its run's settings)",
+      );
+    this.modelDir = values.model;
+    this.requested = values.policy ?? `checkpoint:${values.checkpoint ?? ""}`;
+    const parsed = this.modelDir === undefined ? parsePolicySpec(this.requested) : null;
+    this.checkpointDir = parsed?.kind === "checkpoint" ? parsed.dir : undefined;
+    this.meta = this.modelDir === undefined ? null : modelDirMeta(this.modelDir);
+  }
+
+  /** What is known without reading a checkpoint (a model directory's report). */
+  known(): Meta | null {
+    return this.meta;
+  }
+
+  /** The recorded meta, read from the checkpoint (`dir`, default the one given) the first time it is needed. */
+  async recorded(dir = this.checkpointDir): Promise<Meta | null> {
+    if (this.meta === null && dir !== undefined) this.meta = await readCheckpointMeta(dir);
+    return this.meta;
+  }
+}
+
+/** The task: a served environment (`--game remote`, or a checkpoint trained on one) or a built-in game. */
+async function evalTask(values: Flags, source: EvalSource): Promise<{ task: TaskDefinition; game: string }> {
+  let game = values.game;
+  if (game === undefined) {
+    const meta = source.known() ?? (source.checkpointDir !== undefined ? await source.recorded() : null);
+    if (typeof meta?.game === "string") game = meta.game;
+  }
+  const metaEnv = source.known()?.env as
+    | { url?: string; name?: string; config?: Record<string, unknown>; apiKeyEnv?: string | null }
+    | undefined;
+  const served =
+    game === "remote" ||
+    values["env-url"] !== undefined ||
+    values["env-name"] !== undefined ||
+    (values.game === undefined && metaEnv !== undefined);
+  if (!served) {
+    if (game === undefined)
+      throw new UsageError(`--game is required; valid choices: ${[...TASK_NAMES, "remote"].join(", ")}`);
+    return { task: await loadTask(game), game };
+  }
+  const url = values["env-url"] ?? metaEnv?.url;
+  const name = values["env-name"] ?? metaEnv?.name;
+  if (!url || !name)
+    throw new UsageError(`--game remote needs --env-url URL and --env-name NAME\nusage: ${USAGE}`);
+  const config =
+    values["env-config"] !== undefined ? envConfigArg(values["env-config"]) : (metaEnv?.config ?? {});
+  const apiKeyEnv = values["env-api-key-env"] ?? metaEnv?.apiKeyEnv ?? null;
+  const task = await openRemoteTask({ url, name, config, apiKeyEnv });
+  return { task, game: task.name };
+}
+
+function envConfigArg(text: string): Record<string, unknown> {
+  let config: unknown;
+  try {
+    config = JSON.parse(text);
+  } catch {
+    throw new UsageError(`--env-config must be a JSON object, got ${text}`);
+  }
+  if (typeof config !== "object" || config === null || Array.isArray(config))
+    throw new UsageError(`--env-config must be a JSON object, got ${text}`);
+  return config as Record<string, unknown>;
+}
+
+/**
+ * The cells to play: each opponent in each seat asked for (one cell for a puzzle), each marked
+ * seen or unseen by `--seen` or the checkpoint's training pool. Every flag is checked before the
+ * checkpoint's pool is read.
+ */
+async function evalCells(
+  values: Flags,
+  task: TaskDefinition,
+  game: string,
+  source: EvalSource,
+): Promise<EvalCell[]> {
+  const checkOpponent = async (spec: string, seat?: "first" | "second") => {
+    if (task.checkOpponent) await task.checkOpponent(spec, seat);
+    else checkOpponentSpec(game, spec);
+  };
+  const seatArg = values.seat ?? "first";
+  if (!["first", "second", "both"].includes(seatArg))
+    throw new UsageError(`unknown --seat "${seatArg}"; valid choices: first, second, both`);
+  const seats: ("first" | "second")[] =
+    seatArg === "both" ? ["first", "second"] : [seatArg as "first" | "second"];
+  let cells: EvalCell[];
+  if (task.twoPlayer) {
+    const opponents = (values.opponent ?? task.defaultOpponent ?? "").split(",").filter((s) => s.length > 0);
+    if (opponents.length === 0) throw new UsageError("--opponent is required");
+    for (const o of opponents) for (const seat of seats) await checkOpponent(o, seat);
+    cells = opponents.flatMap((opponent) => seats.map((seat) => ({ opponent, seat, unseen: true })));
+  } else {
+    if (values.opponent !== undefined)
+      throw new UsageError(`${game} is single-player and takes no --opponent`);
+    cells = [{ opponent: null, seat: null, unseen: true }];
+  }
+  checkChoice("reflection", values.reflection ?? "reflection_only", ["none", ...REFLECTION_TYPES]);
+  checkChoice("context-overflow", values["context-overflow"] ?? "stop", CONTEXT_OVERFLOW_POLICIES);
+  let declaredSeen: Set<string> | undefined;
+  if (values.seen !== undefined) {
+    if (!task.twoPlayer) throw new UsageError(`${game} is single-player and takes no --seen`);
+    const specs = values.seen === "none" ? [] : values.seen.split(",").filter((x) => x.length > 0);
+    if (specs.length === 0 && values.seen !== "none")
+      throw new UsageError("--seen needs opponent specs (comma-separated) or none");
+    for (const o of specs) await checkOpponent(o);
+    declaredSeen = new Set(specs);
+  }
+  const checkpointDir = source.checkpointDir;
+  if (!task.twoPlayer || (declaredSeen === undefined && checkpointDir === undefined)) return cells;
+  const known =
+    declaredSeen ??
+    (checkpointDir !== undefined
+      ? trainingOpponents(await source.recorded(), game, checkpointDir)
+      : new Set());
+  return cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
+}
+
+function checkChoice(flag: string, value: string, valid: readonly string[]): void {
+  if (!valid.includes(value))
+    throw new UsageError(`unknown --${flag} "${value}"; valid choices: ${valid.join(", ")}`);
+}
+
+/** `--knobs`, else the knobs the checkpoint or warm start trained with (puzzles, TicTacToe's cells). */
+async function evalKnobs(values: Flags, game: string, source: EvalSource): Promise<TaskKnobs> {
+  // parseKnobsArg refuses --knobs for a game without knobs; taskKnobOptions gives {} for one.
+  if (values.knobs !== undefined) return parseKnobsArg(game, values.knobs);
+  if (!(KNOB_GAMES as readonly string[]).includes(game)) return {};
+  const meta = await source.recorded();
+  return meta?.taskKnobs && typeof meta.taskKnobs === "object" ? (meta.taskKnobs as TaskKnobs) : {};
+}
+
+/** The policy to play: a model directory or a torch run checkpoint through the PyTorch worker, or any other spec. */
+async function openEvalPolicy(
+  values: Flags,
+  source: EvalSource,
+): Promise<{ opened: OpenedPolicy; spec: string; meta: Meta | null }> {
+  if (source.modelDir !== undefined) {
+    const meta = source.known();
+    const threads = num("threads", values.threads, 0, true);
+    return {
+      opened: await openModelEval(source.modelDir, threads, meta),
+      spec: `model:${source.modelDir}`,
+      meta,
+    };
+  }
+  if (source.checkpointDir === undefined)
+    return { opened: await openPolicy(source.requested), spec: source.requested, meta: source.known() };
+  const resolved = await checkpointArg(source.checkpointDir);
+  const spec = `checkpoint:${resolved}`;
+  // A checkpoint of model.backend: torch plays through the PyTorch worker.
+  if (!isTorchCheckpoint(resolved)) return { opened: await openPolicy(spec), spec, meta: source.known() };
+  const meta = await source.recorded(resolved);
+  return { opened: await openTorchEval(resolved, meta), spec, meta };
+}
+
+/** One trial's line of the `--out` file. */
+function trialLine(t: TrialRecord): string {
+  const { trialId, opponent, seat, taskSeed, attempts, aborted, stopReason, memory } = t;
+  return `${JSON.stringify({ trialId, opponent, seat, taskSeed, attempts, aborted, ...(stopReason ? { stopReason } : {}), memory })}\n`;
+}
+
 export const command: Command = {
   name: "eval",
   summary:
     "Evaluate a policy (embedded checkpoint, OpenAI-compatible server, GGUF) against opponents over multi-attempt trials",
   usage: USAGE,
   async run(argv) {
-    const { values } = parseFlags(
-      argv,
-      {
-        checkpoint: { type: "string" },
-        policy: { type: "string" },
-        model: { type: "string" },
-        threads: { type: "string" },
-        game: { type: "string" },
-        "env-url": { type: "string" },
-        "env-name": { type: "string" },
-        "env-api-key-env": { type: "string" },
-        "env-config": { type: "string" },
-        opponent: { type: "string" },
-        seat: { type: "string" },
-        attempts: { type: "string" },
-        trials: { type: "string" },
-        reflection: { type: "string" },
-        style: { type: "string" },
-        "max-tokens": { type: "string" },
-        temperature: { type: "string" },
-        "top-p": { type: "string" },
-        "top-k": { type: "string" },
-        seed: { type: "string" },
-        "context-overflow": { type: "string" },
-        seen: { type: "string" },
-        knobs: { type: "string" },
-        harder: { type: "boolean" },
-        out: { type: "string" },
-        json: { type: "boolean" },
-        quiet: { type: "boolean" },
-      },
-      USAGE,
-    );
-    const given = [values.checkpoint, values.policy, values.model].filter((v) => v !== undefined);
-    if (given.length !== 1) {
-      throw new UsageError(
-        `give exactly one of --checkpoint DIR, --policy SPEC or --model DIR\nusage: ${USAGE}`,
-      );
-    }
-    if (values.threads !== undefined && values.model === undefined)
-      throw new UsageError(
-        "--threads goes with --model DIR (a torch run checkpoint's worker uses its run's settings)",
-      );
-    const modelDir = values.model;
-    const requested = values.policy ?? `checkpoint:${values.checkpoint ?? ""}`;
-    const checkpointDir =
-      modelDir === undefined
-        ? ((p) => (p.kind === "checkpoint" ? p.dir : undefined))(parsePolicySpec(requested))
-        : undefined;
-    let game = values.game;
-    let meta: Record<string, unknown> | null = modelDir === undefined ? null : modelDirMeta(modelDir);
-    if (game === undefined && typeof meta?.game === "string") game = meta.game;
-    if (game === undefined && checkpointDir !== undefined) {
-      meta = await readCheckpointMeta(checkpointDir);
-      if (typeof meta.game === "string") game = meta.game;
-    }
-    // A served environment: --game remote with --env-url/--env-name, or a checkpoint trained on one.
-    const metaEnv = meta?.env as
-      | { url?: string; name?: string; config?: Record<string, unknown>; apiKeyEnv?: string | null }
-      | undefined;
-    const served =
-      game === "remote" ||
-      values["env-url"] !== undefined ||
-      values["env-name"] !== undefined ||
-      (values.game === undefined && metaEnv !== undefined);
-    let task: TaskDefinition;
-    if (served) {
-      const url = values["env-url"] ?? metaEnv?.url;
-      const name = values["env-name"] ?? metaEnv?.name;
-      if (!url || !name)
-        throw new UsageError(`--game remote needs --env-url URL and --env-name NAME\nusage: ${USAGE}`);
-      let config = metaEnv?.config ?? {};
-      if (values["env-config"] !== undefined) {
-        try {
-          config = JSON.parse(values["env-config"]);
-        } catch {
-          throw new UsageError(`--env-config must be a JSON object, got ${values["env-config"]}`);
-        }
-        if (typeof config !== "object" || config === null || Array.isArray(config))
-          throw new UsageError(`--env-config must be a JSON object, got ${values["env-config"]}`);
-      }
-      const apiKeyEnv = values["env-api-key-env"] ?? metaEnv?.apiKeyEnv ?? null;
-      task = await openRemoteTask({ url, name, config, apiKeyEnv });
-      game = task.name;
-    } else {
-      if (game === undefined)
-        throw new UsageError(`--game is required; valid choices: ${[...TASK_NAMES, "remote"].join(", ")}`);
-      task = await loadTask(game);
-    }
-    const checkOpponent = async (spec: string, seat?: "first" | "second") => {
-      if (task.checkOpponent) await task.checkOpponent(spec, seat);
-      else checkOpponentSpec(game!, spec);
-    };
-    const seatArg = values.seat ?? "first";
-    if (!["first", "second", "both"].includes(seatArg)) {
-      throw new UsageError(`unknown --seat "${seatArg}"; valid choices: first, second, both`);
-    }
-    const seats: ("first" | "second")[] =
-      seatArg === "both" ? ["first", "second"] : [seatArg as "first" | "second"];
-    let cells: EvalCell[];
-    if (task.twoPlayer) {
-      const opponents = (values.opponent ?? task.defaultOpponent ?? "")
-        .split(",")
-        .filter((s) => s.length > 0);
-      if (opponents.length === 0) throw new UsageError("--opponent is required");
-      for (const o of opponents) for (const seat of seats) await checkOpponent(o, seat);
-      cells = opponents.flatMap((opponent) => seats.map((seat) => ({ opponent, seat, unseen: true })));
-    } else {
-      if (values.opponent !== undefined)
-        throw new UsageError(`${game} is single-player and takes no --opponent`);
-      cells = [{ opponent: null, seat: null, unseen: true }];
-    }
-    const reflection = values.reflection ?? "reflection_only";
-    if (reflection !== "none" && !(REFLECTION_TYPES as readonly string[]).includes(reflection)) {
-      throw new UsageError(
-        `unknown --reflection "${reflection}"; valid choices: none, ${REFLECTION_TYPES.join(", ")}`,
-      );
-    }
-    const overflow = values["context-overflow"] ?? "stop";
-    if (!(CONTEXT_OVERFLOW_POLICIES as readonly string[]).includes(overflow)) {
-      throw new UsageError(
-        `unknown --context-overflow "${overflow}"; valid choices: ${CONTEXT_OVERFLOW_POLICIES.join(", ")}`,
-      );
-    }
-    let declaredSeen: Set<string> | undefined;
-    if (values.seen !== undefined) {
-      if (!task.twoPlayer) throw new UsageError(`${game} is single-player and takes no --seen`);
-      const specs = values.seen === "none" ? [] : values.seen.split(",").filter((x) => x.length > 0);
-      if (specs.length === 0 && values.seen !== "none")
-        throw new UsageError("--seen needs opponent specs (comma-separated) or none");
-      for (const o of specs) await checkOpponent(o);
-      declaredSeen = new Set(specs);
-    }
-    // Every flag is checked before the checkpoint's pool is read.
-    if (task.twoPlayer && (declaredSeen !== undefined || checkpointDir !== undefined)) {
-      let seen = declaredSeen;
-      if (seen === undefined && checkpointDir !== undefined) {
-        meta ??= await readCheckpointMeta(checkpointDir);
-        seen = trainingOpponents(meta, game, checkpointDir);
-      }
-      const known = seen ?? new Set<string>();
-      cells = cells.map((c) => ({ ...c, unseen: c.opponent === null || !known.has(c.opponent) }));
-    }
-    // parseKnobsArg refuses --knobs for a game without knobs; taskKnobOptions gives {} for one.
-    let knobs: TaskKnobs = {};
-    if (values.knobs !== undefined) knobs = parseKnobsArg(game, values.knobs);
-    else if ((KNOB_GAMES as readonly string[]).includes(game)) {
-      if (checkpointDir !== undefined) meta ??= await readCheckpointMeta(checkpointDir);
-      if (meta?.taskKnobs && typeof meta.taskKnobs === "object") knobs = meta.taskKnobs as TaskKnobs;
-    }
-    const taskOptions = taskKnobOptions(game, knobs);
+    const { values } = parseFlags(argv, FLAGS, USAGE);
+    const source = new EvalSource(values);
+    const { task, game } = await evalTask(values, source);
+    const cells = await evalCells(values, task, game, source);
+    const taskOptions = taskKnobOptions(game, await evalKnobs(values, game, source));
     if (task.twoPlayer && values.harder) throw new UsageError(`${game} takes no --harder (puzzles only)`);
-    const resolvedCheckpoint = checkpointDir === undefined ? undefined : await checkpointArg(checkpointDir);
-    const spec =
-      modelDir !== undefined
-        ? `model:${modelDir}`
-        : resolvedCheckpoint === undefined
-          ? requested
-          : `checkpoint:${resolvedCheckpoint}`;
-    // A checkpoint of model.backend: torch plays through the PyTorch worker.
-    const torchCheckpoint = resolvedCheckpoint !== undefined && isTorchCheckpoint(resolvedCheckpoint);
-    if (torchCheckpoint) meta ??= await readCheckpointMeta(resolvedCheckpoint);
-    const opened =
-      modelDir !== undefined
-        ? await openModelEval(modelDir, num("threads", values.threads, 0, true), meta)
-        : torchCheckpoint
-          ? await openTorchEval(resolvedCheckpoint, meta)
-          : await openPolicy(spec);
-    const style = values.style ?? opened.promptStyle;
-    if (style !== "compact" && style !== "full") {
-      throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
-    }
-    const seed = num("seed", values.seed, 0, true);
-    const out = values.out ?? `runs/eval/${game}-s${seed}.jsonl`;
-    mkdirSync(dirname(out), { recursive: true });
-    writeFileSync(out, "");
-    const progress = values.quiet ? null : new EvalProgressBar({ label: "eval" });
+    const { opened, spec, meta } = await openEvalPolicy(values, source);
     try {
+      const style = values.style ?? opened.promptStyle;
+      if (style !== "compact" && style !== "full")
+        throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
+      const seed = num("seed", values.seed, 0, true);
+      const out = values.out ?? `runs/eval/${game}-s${seed}.jsonl`;
+      mkdirSync(dirname(out), { recursive: true });
+      writeFileSync(out, "");
+      const progress = values.quiet ? null : new EvalProgressBar({ label: "eval" });
       let result: Awaited<ReturnType<typeof evaluate>>;
       try {
         result = await evaluate(opened.policy, {
@@ -337,7 +385,7 @@ export const command: Command = {
           cells,
           trials: num("trials", values.trials, 100, true),
           attempts: num("attempts", values.attempts, 3, true),
-          reflection: reflection as never,
+          reflection: (values.reflection ?? "reflection_only") as never,
           promptStyle: style,
           maxTurns: task.maxTurns,
           sampling: {
@@ -350,27 +398,15 @@ export const command: Command = {
           seed,
           taskOptions,
           ...(values.harder ? { seedRange: HARDER_SEED_RANGE } : {}),
-          contextOverflow: overflow as ContextOverflow,
+          contextOverflow: (values["context-overflow"] ?? "stop") as ContextOverflow,
           concurrency: opened.kind === "embedded" || opened.kind === "torch" ? 1 : 8,
           ...(progress ? { onProgress: progress.update } : {}),
-          onTrial: (t) =>
-            appendFileSync(
-              out,
-              `${JSON.stringify({ trialId: t.trialId, opponent: t.opponent, seat: t.seat, taskSeed: t.taskSeed, attempts: t.attempts, aborted: t.aborted, ...(t.stopReason ? { stopReason: t.stopReason } : {}), memory: t.memory })}\n`,
-            ),
+          onTrial: (t) => appendFileSync(out, trialLine(t)),
         });
       } catch (err) {
         progress?.finish();
         if (!(err instanceof RolloutAbortedError)) throw err;
-        // Every trial, finished or in flight, is already in the file (in-flight ones marked
-        // "aborted": true); no metric is computed, so aborted trials never count as losses.
-        const cause = err.cause instanceof Error ? err.cause.message : String(err.cause);
-        const url = (opened.policy as { url?: unknown }).url;
-        console.error(
-          `mage eval: the policy backend ${opened.policy.name}${typeof url === "string" ? ` at ${url}` : ""} failed: ${cause}\n` +
-            `mage eval: ${err.finished.length} trials finished, ${err.aborted.length} aborted (written with "aborted": true to ${out}); no metrics reported`,
-        );
-        return 1;
+        return reportAborted(err, opened, out);
       }
       progress?.finish();
       if (values.json) {
@@ -385,3 +421,17 @@ export const command: Command = {
     }
   },
 };
+
+/**
+ * Every trial, finished or in flight, is already in the file (in-flight ones marked
+ * `"aborted": true`); no metric is computed, so aborted trials never count as losses.
+ */
+function reportAborted(err: RolloutAbortedError, opened: OpenedPolicy, out: string): number {
+  const cause = err.cause instanceof Error ? err.cause.message : String(err.cause);
+  const url = (opened.policy as { url?: unknown }).url;
+  console.error(
+    `mage eval: the policy backend ${opened.policy.name}${typeof url === "string" ? ` at ${url}` : ""} failed: ${cause}\n` +
+      `mage eval: ${err.finished.length} trials finished, ${err.aborted.length} aborted (written with "aborted": true to ${out}); no metrics reported`,
+  );
+  return 1;
+}
