@@ -1,3 +1,4 @@
+import { DIVERSITY_FORMAT } from "../core/file-formats.js";
 import { Rng } from "../core/rng.js";
 import type { Policy, SamplingParams } from "../policy/types.js";
 import { type RunnerOptions, runTrials } from "../rollout/runner.js";
@@ -28,7 +29,6 @@ import { HELD_OUT_SEED_RANGE } from "./evaluate.js";
  * measure sees the agent's variety, not the opponent's.
  */
 
-export const DIVERSITY_FORMAT = "mage-diversity-v1";
 export type DiversityGame = "kuhn" | "tictactoe" | "sokoban" | "minesweeper";
 export const DIVERSITY_GAMES: readonly DiversityGame[] = ["kuhn", "tictactoe", "sokoban", "minesweeper"];
 /** The two-player games' default opponents (puzzles have none). */

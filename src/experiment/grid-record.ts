@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeFileAtomic } from "../core/atomic-write.js";
+import { EXPERIMENT_FORMAT } from "../core/file-formats.js";
 import type { collectRunMeta } from "../train/run-meta.js";
 import { type BaseTargets, readBaseTargets } from "./base-targets.js";
 import { type ExperimentPlan, gridCells, type PlannedRun } from "./spec.js";
@@ -10,7 +11,6 @@ import { type ExperimentPlan, gridCells, type PlannedRun } from "./spec.js";
  * each base model's pretraining time and targets. Rewritten after every job, so an interrupted
  * grid's record is never more than one job behind.
  */
-export const EXPERIMENT_FORMAT = "mage-experiment-v1";
 
 export type RunStatus = "done" | "skipped" | "failed" | "pending" | "running" | "blocked";
 

@@ -1,8 +1,9 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
+import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT } from "../core/file-formats.js";
 import { parseTargetValue, type TargetValue } from "../train/pretrain/target-text.js";
-import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT, type LoadedSummary, parseSummaryFile } from "./load.js";
+import { type LoadedSummary, parseSummaryFile } from "./load.js";
 
 /**
  * Loading an experiments folder for the results report (`mage report DIR --results`).

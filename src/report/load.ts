@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
+import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT } from "../core/file-formats.js";
 import { type RunSummary, SUMMARY_FORMAT } from "../train/summary.js";
 
 /**
@@ -13,8 +14,6 @@ import { type RunSummary, SUMMARY_FORMAT } from "../train/summary.js";
  */
 
 /** Formats of the non-summary JSON files an experiment directory holds (see `report/experiments.ts`). */
-export const EXPERIMENT_FORMAT = "mage-experiment-v1";
-export const DIVERSITY_FORMAT = "mage-diversity-v1";
 export const COMPANION_FORMATS: readonly string[] = [EXPERIMENT_FORMAT, DIVERSITY_FORMAT];
 
 export interface CompanionFile {

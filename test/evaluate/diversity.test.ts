@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { DIVERSITY_FORMAT } from "../../src/core/file-formats.js";
 import {
-  DIVERSITY_FORMAT,
   type DiversityResult,
   entropyBits,
   INVALID_SYMBOL,
