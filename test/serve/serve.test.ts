@@ -212,6 +212,26 @@ describe("mage serve through the official openai client", () => {
     );
     assert.equal(finish, w.finish_reason);
     assert.deepEqual(usage, whole.usage);
+
+    // With top log-probs the stream is sent after the batch (a second pass): the same chunks' sum.
+    const topBody = { ...body, top_logprobs: 2 };
+    const topWhole = (await client.chat.completions.create(topBody)).choices[0];
+    const after = await client.chat.completions.create({ ...topBody, stream: true });
+    const roles: string[] = [];
+    let afterContent = "";
+    const tops: string[][] = [];
+    for await (const chunk of after)
+      for (const c of chunk.choices) {
+        if (c.delta.role) roles.push(c.delta.role);
+        afterContent += c.delta.content ?? "";
+        for (const e of c.logprobs?.content ?? []) tops.push(e.top_logprobs.map((t) => t.token));
+      }
+    assert.deepEqual(roles, ["assistant"]);
+    assert.equal(afterContent, topWhole.message.content);
+    assert.deepEqual(
+      tops,
+      topWhole.logprobs!.content!.map((e) => e.top_logprobs.map((t) => t.token)),
+    );
   });
 
   it("reports top log-probs under the sampling distribution, in OpenAI's shape", async () => {
@@ -297,6 +317,35 @@ describe("mage serve through the official openai client", () => {
     }
     assert.equal(streamed, ca.text);
     assert.equal(finish, ca.finish_reason);
+
+    // Streamed log-probs, live (logprobs: 0) and after the batch (logprobs: 3), place each token
+    // where the whole response does.
+    for (const k of [0, 3]) {
+      const whole = await client.completions.create({
+        model: modelName,
+        prompt: promptIds,
+        max_tokens: 12,
+        seed: 42,
+        logprobs: k,
+      });
+      const parts = await client.completions.create({
+        model: modelName,
+        prompt: promptIds,
+        max_tokens: 12,
+        seed: 42,
+        logprobs: k,
+        stream: true,
+      });
+      const offsets: number[] = [];
+      const tokens: string[] = [];
+      for await (const chunk of parts) {
+        offsets.push(...(chunk.choices[0]?.logprobs?.text_offset ?? []));
+        tokens.push(...(chunk.choices[0]?.logprobs?.tokens ?? []));
+      }
+      assert.deepEqual(offsets, whole.choices[0].logprobs!.text_offset, `text offsets, logprobs ${k}`);
+      assert.deepEqual(tokens, whole.choices[0].logprobs!.tokens, `tokens, logprobs ${k}`);
+      assert.ok(offsets.length > 1 && offsets.at(-1)! > 0);
+    }
 
     // Several prompts × n choices, in prompt-major order.
     const multi = await client.completions.create({
