@@ -795,10 +795,23 @@ const AGENT_LABEL: Record<MultiAttemptAgent, string> = {
 
 /** The calibration as markdown (what `mage kuhn-table` prints and docs/results/kuhn-calibration.md holds). */
 export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
-  const K = cal.attempts;
+  return [
+    ...introSection(cal),
+    ...keyFactsSection(cal),
+    ...bestResponseSection(cal),
+    ...opponentTableSection(cal),
+    ...fixedStrategySection(cal),
+    ...trialSection(cal),
+    ...dealSection(cal),
+    ...widerPoolSection(cal),
+  ].join("\n");
+}
+
+/** The title, what the numbers are, the pools and the game value. */
+function introSection(cal: KuhnCalibration): string[] {
   const cfrSpec = cal.opponents[0].spec;
-  const out: string[] = [];
   const poolText = (p: PoolMember[]) => p.map((m) => `${m.spec} ${m.weight}`).join(", ");
+  const out: string[] = [];
   out.push("# Kuhn poker: exact calibration of the evaluation settings");
   out.push("");
   out.push(
@@ -817,7 +830,13 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
     `- Equilibrium (game) value: agent first ${fmt(cal.equilibriumValue.first)} (${fraction(cal.equilibriumValue.first)}), agent second ${fmt(cal.equilibriumValue.second)} (${fraction(cal.equilibriumValue.second)}).`,
   );
   out.push("");
+  return out;
+}
 
+/** Key facts: the values the evaluation settings are read against (`cfr`, agent second). */
+function keyFactsSection(cal: KuhnCalibration): string[] {
+  const cfrSpec = cal.opponents[0].spec;
+  const out: string[] = [];
   const kf = keyFacts(cal);
   out.push(`## Key facts: \`${cfrSpec}\`, agent second (the reference's validation setting)`);
   out.push("");
@@ -848,7 +867,13 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
       "therefore fixes attempt 1 to the pool best response.",
   );
   out.push("");
+  return out;
+}
 
+/** The best responses to the training and wider pools, with ties to PASS. */
+function bestResponseSection(cal: KuhnCalibration): string[] {
+  const cfrSpec = cal.opponents[0].spec;
+  const out: string[] = [];
   out.push("## Best responses to the pools (ties → PASS; * = tie)");
   out.push("");
   out.push(
@@ -875,7 +900,12 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
       `against \`${cfrSpec}\` with the agent second (${exact(cal.poolBrTiesBet.first)} agent first).`,
   );
   out.push("");
+  return out;
+}
 
+/** Each opponent's P(BET) at the 12 information sets. */
+function opponentTableSection(cal: KuhnCalibration): string[] {
+  const out: string[] = [];
   out.push("## Opponent tables (P(BET) at the 12 information sets)");
   out.push("");
   out.push(
@@ -894,7 +924,12 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
       "(bets K and Q, calls only K) is the same table as `intermediate`, so it is not added.",
   );
   out.push("");
+  return out;
+}
 
+/** Expected chips per deal of fixed strategies, one attempt. */
+function fixedStrategySection(cal: KuhnCalibration): string[] {
+  const out: string[] = [];
   out.push("## Fixed strategies: expected chips per deal (one attempt)");
   out.push("");
   out.push(
@@ -920,7 +955,13 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
     ),
   );
   out.push("");
+  return out;
+}
 
+/** Multi-attempt trials: the agents, the winnable deals and chips@k / success@k per cell. */
+function trialSection(cal: KuhnCalibration): string[] {
+  const K = cal.attempts;
+  const out: string[] = [];
   out.push(`## Trials: the same deal replayed up to ${K} attempts, stopping at a win`);
   out.push("");
   out.push(
@@ -985,7 +1026,13 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
       out.push("");
     }
   }
+  return out;
+}
 
+/** Deal by deal against `cfr`: each plan's chips and each agent's attempts. */
+function dealSection(cal: KuhnCalibration): string[] {
+  const cfrSpec = cal.opponents[0].spec;
+  const out: string[] = [];
   out.push(`## Deal by deal against ${cfrSpec}`);
   out.push("");
   out.push(
@@ -1011,7 +1058,13 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
     );
     out.push("");
   }
+  return out;
+}
 
+/** Whether a wider training pool raises attempt-1 chips against the unseen CFR player. */
+function widerPoolSection(cal: KuhnCalibration): string[] {
+  const cfrSpec = cal.opponents[0].spec;
+  const out: string[] = [];
   out.push("## Does a wider pool raise attempt-1 chips against the unseen CFR?");
   out.push("");
   out.push(
@@ -1064,7 +1117,7 @@ export function renderCalibrationMarkdown(cal: KuhnCalibration): string {
       `(\`1b\` = 1) where \`${cfrSpec}\` folds it, so the best response stops bluffing the Jack (+1/6 → 0).`,
   );
   out.push("");
-  return out.join("\n");
+  return out;
 }
 
 /** The calibration as plain JSON data (policies as 12-entry tables). */
