@@ -15,16 +15,19 @@ import { Rng } from "../../core/rng.js";
 import { saveCheckpoint } from "../../model/checkpoint.js";
 import { type ModelConfig, parameterCount, presetConfig } from "../../model/config.js";
 import { selectKernels } from "../../model/kernels/select.js";
+import type { Kernels } from "../../model/kernels/types.js";
 import { Learner } from "../../model/learner.js";
 import { paramsToMap } from "../../model/params-io.js";
-import { trainTokenizer } from "../../model/tokenizer.js";
+import { type Tokenizer, trainTokenizer } from "../../model/tokenizer.js";
 import { EmbeddedPolicy } from "../../policy/embedded.js";
 import type { GenerateRequest, Generation, Policy } from "../../policy/types.js";
+import type { TaskOptions } from "../../tasks/types.js";
 import { type TaskKnobs, taskKnobOptions } from "../config.js";
 import { ProgressBar } from "../progress.js";
 import { collectRunMeta, type RunMeta } from "../run-meta.js";
 import {
   buildCorpus,
+  type Corpus,
   type CorpusStats,
   checkPretrainGame,
   corpusTexts,
@@ -32,7 +35,14 @@ import {
   type PretrainGame,
 } from "./corpus.js";
 import { embeddedAnswerScorer, evaluatePretrained, type PretrainEvaluation } from "./evaluate.js";
-import { encodeTrial, runSft, type SftResult, type SftSummary, summarizeSft } from "./sft.js";
+import {
+  encodeTrial,
+  runSft,
+  type SftExample,
+  type SftResult,
+  type SftSummary,
+  summarizeSft,
+} from "./sft.js";
 import { SftShardPool } from "./sft-shards.js";
 
 export interface PretrainSettings {
@@ -238,10 +248,8 @@ export function recordedKnobs(game: string, given: TaskKnobs = {}): TaskKnobs {
   return Object.keys(mine).length > 0 ? ({ [game]: mine } as TaskKnobs) : {};
 }
 
-export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport> {
-  const t0 = performance.now();
-  const c0 = cpuMs();
-  const game = checkPretrainGame(opts.game);
+/** The settings of a run: the game's defaults under the options' own settings, checked. */
+export function pretrainSettings(game: PretrainGame, opts: Partial<PretrainSettings>): PretrainSettings {
   // Only the settings' own keys: the report and checkpoint record `settings`, not the run options.
   const defined = Object.fromEntries(
     Object.entries(opts).filter(([k, v]) => v !== undefined && k in PRETRAIN_DEFAULTS[game]),
@@ -269,74 +277,178 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     throw new UsageError(`warmupSteps must be an integer ≥ 0, got ${s.warmupSteps}`);
   // A run shorter than the warmup warms up over all but its last step.
   s.warmupSteps = Math.min(s.warmupSteps, Math.max(0, s.steps - 1));
+  return s;
+}
+
+/** Wall and CPU time of the run's phases, one lap per phase. */
+class PhaseClock {
+  private readonly wall0 = performance.now();
+  private readonly cpu0 = cpuMs();
+  private wall = this.wall0;
+  private cpu = this.cpu0;
+
+  /** Wall and CPU milliseconds since the last lap. */
+  lap(): { wallMs: number; cpuMs: number } {
+    const wall = performance.now();
+    const cpu = cpuMs();
+    const out = { wallMs: wall - this.wall, cpuMs: cpu - this.cpu };
+    this.wall = wall;
+    this.cpu = cpu;
+    return out;
+  }
+
+  totalWallMs(): number {
+    return performance.now() - this.wall0;
+  }
+
+  totalCpuMs(): number {
+    return cpuMs() - this.cpu0;
+  }
+}
+
+/** What every phase of one run reads. */
+interface PretrainRun {
+  game: PretrainGame;
+  seed: number;
+  out: string;
+  s: PretrainSettings;
+  root: Rng;
+  kernels: Kernels;
+  taskOptions: TaskOptions;
+  say: (line: string) => void;
+  stream: NodeJS.WriteStream | null;
+}
+
+export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport> {
+  const clock = new PhaseClock();
+  const game = checkPretrainGame(opts.game);
+  const s = pretrainSettings(game, opts);
   const seed = opts.seed ?? 0;
   if (!Number.isInteger(seed) || seed < 0) throw new UsageError(`seed must be an integer ≥ 0, got ${seed}`);
-  const out = opts.out ?? join("runs", `pretrain-${game}`);
   const baseConfig = presetConfig(s.preset);
   const kernels = await selectKernels(opts.kernels ?? "auto");
   const stream = opts.progress === undefined ? process.stderr : opts.progress;
-  const say = (line: string) => stream?.write(`${line}\n`);
-  const root = Rng.seeded(seed).derive("pretrain", game);
+  const r: PretrainRun = {
+    game,
+    seed,
+    out: opts.out ?? join("runs", `pretrain-${game}`),
+    s,
+    root: Rng.seeded(seed).derive("pretrain", game),
+    kernels,
+    // From the given knobs, not the recorded ones: a default task is built as before knobs existed.
+    taskOptions: taskKnobOptions(game, opts.taskKnobs ?? {}),
+    say: (line: string) => stream?.write(`${line}\n`),
+    stream,
+  };
   const run = collectRunMeta(kernels.name);
   const taskKnobs = recordedKnobs(game, opts.taskKnobs);
-  // From the given knobs, not the recorded ones: a default task is built as before knobs existed.
-  const taskOptions = taskKnobOptions(game, opts.taskKnobs ?? {});
 
-  // 1. corpus
-  let t = performance.now();
-  let c = cpuMs();
-  const cpu = { corpusMs: 0, tokenizerMs: 0, sftMs: 0, saveMs: 0, evalMs: 0, totalMs: 0 };
-  const lap = (): number => {
-    const now = cpuMs();
-    const d = now - c;
-    c = now;
-    return d;
-  };
-  const corpus = await buildCorpus({
-    game,
-    trials: s.corpusTrials,
-    rng: root.derive("corpus"),
-    malformedRate: s.malformedRate,
-    tacticalRate: s.tacticalRate,
-    epsilon: s.epsilon,
-    reflectionMoves: s.reflectionMoves,
-    heedReflections: s.heedReflections,
-    taskOptions,
-  });
-  const corpusMs = performance.now() - t;
-  cpu.corpusMs = lap();
-  say(
+  clock.lap(); // the phases' times start here, after the set-up
+  const corpus = await corpusPhase(r);
+  const corpusLap = clock.lap();
+  r.say(
     `pretrain ${game}: corpus of ${corpus.stats.trials} trials, ${corpus.stats.playResponses} play answers ` +
       `(${corpus.stats.malformed} malformed), ${corpus.stats.reflections} reflections${corpusWinText(corpus.stats)} ` +
-      `(${(corpusMs / 1000).toFixed(1)} s)`,
+      `(${(corpusLap.wallMs / 1000).toFixed(1)} s)`,
   );
-
-  // 2. tokenizer
-  t = performance.now();
-  const tokenizer = trainTokenizer(corpusTexts(corpus), { vocabSize: Math.min(1024, baseConfig.vocabSize) });
-  const config = presetConfig(s.preset, { vocabSize: tokenizer.vocabSize });
-  const examples = corpus.trials.map((trial) =>
-    encodeTrial(tokenizer, trial, {
-      contextLength: config.contextLength,
-      contextLoss: s.contextLoss,
-      actionWeight: s.actionWeight,
-    }),
-  );
-  const tokenizerMs = performance.now() - t;
-  cpu.tokenizerMs = lap();
+  const { tokenizer, config, examples } = tokenizePhase(r, corpus, baseConfig);
+  const tokenizerLap = clock.lap();
   const lengths = examples.map((e) => e.ids.length);
   const corpusTokens = lengths.reduce((a, b) => a + b, 0);
-  say(
+  r.say(
     `pretrain ${game}: tokenizer of ${tokenizer.vocabSize} tokens; ${corpusTokens} corpus tokens ` +
       `(mean ${Math.round(corpusTokens / examples.length)} per trial); model ${s.preset}, ` +
       `${parameterCount(config)} parameters, kernels ${kernels.name}`,
   );
+  const { learner, sft } = await sftPhase(r, config, examples);
+  const sftLap = clock.lap();
+  await saveBase(r, { config, learner, tokenizer, taskKnobs });
+  const saveLap = clock.lap();
+  r.say(`pretrain ${game}: checkpoint saved to ${r.out}`);
+  const evaluation = opts.skipEvaluation ? null : await checksPhase(r, learner, tokenizer);
+  const evalLap = clock.lap();
 
-  // 3. SFT
-  t = performance.now();
-  const learner = Learner.create(config, root.derive("init"), {
+  const report: PretrainReport = {
+    game,
+    seed,
+    out: r.out,
+    settings: s,
+    model: { preset: s.preset, config, parameters: parameterCount(config) },
+    kernels: kernels.name,
+    corpus: {
+      ...corpus.stats,
+      tokens: corpusTokens,
+      scoredTokens: examples.reduce((a, e) => a + e.scored, 0),
+      meanTokens: corpusTokens / examples.length,
+      maxTokens: Math.max(...lengths),
+    },
+    tokenizer: { vocabSize: tokenizer.vocabSize },
+    taskKnobs,
+    sft: summarizeSft(sft),
+    evaluation,
+    targetsMet: evaluation?.targets.every((x) => x.met) ?? false,
+    timings: {
+      corpusMs: corpusLap.wallMs,
+      tokenizerMs: tokenizerLap.wallMs,
+      sftMs: sftLap.wallMs,
+      saveMs: saveLap.wallMs,
+      evalMs: evalLap.wallMs,
+      totalMs: clock.totalWallMs(),
+    },
+    cpu: {
+      corpusMs: corpusLap.cpuMs,
+      tokenizerMs: tokenizerLap.cpuMs,
+      sftMs: sftLap.cpuMs,
+      saveMs: saveLap.cpuMs,
+      evalMs: evalLap.cpuMs,
+      totalMs: clock.totalCpuMs(),
+    },
+    run,
+  };
+  await writeFileAtomic(join(r.out, REPORT_FILE), `${JSON.stringify(report, null, 2)}\n`);
+  return report;
+}
+
+/** 1. The scripted players' transcripts. */
+function corpusPhase(r: PretrainRun): Promise<Corpus> {
+  return buildCorpus({
+    game: r.game,
+    trials: r.s.corpusTrials,
+    rng: r.root.derive("corpus"),
+    malformedRate: r.s.malformedRate,
+    tacticalRate: r.s.tacticalRate,
+    epsilon: r.s.epsilon,
+    reflectionMoves: r.s.reflectionMoves,
+    heedReflections: r.s.heedReflections,
+    taskOptions: r.taskOptions,
+  });
+}
+
+/** 2. A tokenizer trained on the corpus, the model config with its vocabulary, the encoded trials. */
+function tokenizePhase(r: PretrainRun, corpus: Corpus, baseConfig: ModelConfig) {
+  const tokenizer = trainTokenizer(corpusTexts(corpus), { vocabSize: Math.min(1024, baseConfig.vocabSize) });
+  const config = presetConfig(r.s.preset, { vocabSize: tokenizer.vocabSize });
+  const examples = corpus.trials.map((trial) =>
+    encodeTrial(tokenizer, trial, {
+      contextLength: config.contextLength,
+      contextLoss: r.s.contextLoss,
+      actionWeight: r.s.actionWeight,
+    }),
+  );
+  return { tokenizer, config, examples };
+}
+
+/** 3. SFT of a fresh model on the encoded trials, in `shards` threads, with a progress bar. */
+async function sftPhase(
+  r: PretrainRun,
+  config: ModelConfig,
+  examples: SftExample[],
+): Promise<{ learner: Learner; sft: SftResult }> {
+  const { s } = r;
+  const t = performance.now();
+  const learner = Learner.create(config, r.root.derive("init"), {
     init: { std: s.initStd },
-    kernels,
+    kernels: r.kernels,
     adamw: { weightDecay: s.weightDecay },
     schedule:
       s.steps > 0
@@ -350,15 +462,16 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
         : { kind: "constant", lr: s.lr },
     maxGradNorm: 1,
   });
-  const bar = stream ? new ProgressBar({ label: `pretrain ${game}`, total: s.steps, stream }) : null;
+  const bar = r.stream
+    ? new ProgressBar({ label: `pretrain ${r.game}`, total: s.steps, stream: r.stream })
+    : null;
   let tokensSoFar = 0;
-  const pool = s.shards > 1 ? await SftShardPool.start(config, kernels, s.shards) : undefined;
-  let sft: SftResult;
+  const pool = s.shards > 1 ? await SftShardPool.start(config, r.kernels, s.shards) : undefined;
   try {
-    sft = await runSft(learner, examples, {
+    const sft = await runSft(learner, examples, {
       steps: s.steps,
       batchTokens: s.batchTokens,
-      rng: root.derive("sft"),
+      rng: r.root.derive("sft"),
       pool,
       onStep: (m, step) => {
         tokensSoFar += m.tokens;
@@ -366,88 +479,57 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
         bar?.update(step, { loss: m.loss, lr: m.lr, "tok/s": Math.round(tokensSoFar / secs) });
       },
     });
+    bar?.finish();
+    return { learner, sft };
   } finally {
     await pool?.close();
   }
-  bar?.finish();
-  const sftMs = performance.now() - t;
-  cpu.sftMs = lap();
+}
 
-  // 4. checkpoint
-  t = performance.now();
-  const sftSummary = summarizeSft(sft);
-  const optimizer = learner.exportState();
-  await saveCheckpoint(out, {
-    config,
+/** 4. The checkpoint: weights, tokenizer, optimizer state and what the run was. */
+async function saveBase(
+  r: PretrainRun,
+  m: { config: ModelConfig; learner: Learner; tokenizer: Tokenizer; taskKnobs: TaskKnobs },
+): Promise<void> {
+  const { s, game, seed } = r;
+  const optimizer = m.learner.exportState();
+  await saveCheckpoint(r.out, {
+    config: m.config,
     preset: s.preset,
-    params: paramsToMap(learner.params),
-    tokenizer,
+    params: paramsToMap(m.learner.params),
+    tokenizer: m.tokenizer,
     trainingState: {
       tensors: optimizer.tensors,
       json: { kind: "pretrain", game, seed, settings: s, optimizer: optimizer.meta },
     },
     meta: {
       backend: "cpu",
-      kernel: kernels.name,
-      kernels: kernels.name,
+      kernel: r.kernels.name,
+      kernels: r.kernels.name,
       pretrain: { game, seed, preset: s.preset, steps: s.steps, corpusTrials: s.corpusTrials },
       // As a trained run's checkpoint: the default knobs of `mage eval --checkpoint`.
-      taskKnobs,
+      taskKnobs: m.taskKnobs,
     },
   });
-  const saveMs = performance.now() - t;
-  cpu.saveMs = lap();
-  say(`pretrain ${game}: checkpoint saved to ${out}`);
+}
 
-  // 5. checks
-  t = performance.now();
-  let evaluation: PretrainEvaluation | null = null;
-  if (!opts.skipEvaluation) {
-    const policy = new EmbeddedPolicy({
-      params: learner.params,
-      tokenizer,
-      kernels,
-      name: `pretrain-${game}`,
-    });
-    say(`pretrain ${game}: sampling ${s.evalTrials} fresh trials at temperature 1 …`);
-    evaluation = await evaluatePretrained({
-      game,
-      policy: contextFittingPolicy(policy),
-      scoreAnswers: embeddedAnswerScorer(learner.params, tokenizer, kernels),
-      rng: root.derive("eval"),
-      trials: s.evalTrials,
-      taskOptions,
-    });
-  }
-  const evalMs = performance.now() - t;
-  cpu.evalMs = lap();
-  cpu.totalMs = cpuMs() - c0;
-
-  const report: PretrainReport = {
-    game,
-    seed,
-    out,
-    settings: s,
-    model: { preset: s.preset, config, parameters: parameterCount(config) },
-    kernels: kernels.name,
-    corpus: {
-      ...corpus.stats,
-      tokens: corpusTokens,
-      scoredTokens: examples.reduce((a, e) => a + e.scored, 0),
-      meanTokens: corpusTokens / examples.length,
-      maxTokens: Math.max(...lengths),
-    },
-    tokenizer: { vocabSize: tokenizer.vocabSize },
-    taskKnobs,
-    sft: sftSummary,
-    evaluation,
-    targetsMet: evaluation?.targets.every((x) => x.met) ?? false,
-    timings: { corpusMs, tokenizerMs, sftMs, saveMs, evalMs, totalMs: performance.now() - t0 },
-    cpu,
-    run,
-  };
-  await writeFileAtomic(join(out, REPORT_FILE), `${JSON.stringify(report, null, 2)}\n`);
-  return report;
+/** 5. The sampled checks on fresh trials. */
+function checksPhase(r: PretrainRun, learner: Learner, tokenizer: Tokenizer): Promise<PretrainEvaluation> {
+  const policy = new EmbeddedPolicy({
+    params: learner.params,
+    tokenizer,
+    kernels: r.kernels,
+    name: `pretrain-${r.game}`,
+  });
+  r.say(`pretrain ${r.game}: sampling ${r.s.evalTrials} fresh trials at temperature 1 …`);
+  return evaluatePretrained({
+    game: r.game,
+    policy: contextFittingPolicy(policy),
+    scoreAnswers: embeddedAnswerScorer(learner.params, tokenizer, r.kernels),
+    rng: r.root.derive("eval"),
+    trials: r.s.evalTrials,
+    taskOptions: r.taskOptions,
+  });
 }
 
 /** The scripted player's success, for the corpus line: ", won 73.4% (46.6% at attempt 1)". */
