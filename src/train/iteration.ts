@@ -92,6 +92,25 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
   const specs = iterationSpecs(config, rng, ctx.task.twoPlayer);
   await ctx.learner.forgetCaches?.(); // the rollout must not depend on what sampled before it
   ctx.learner.takeTimings?.(); // what evaluations between iterations spent is not this iteration's
+  const { trials, metrics: rolloutMetrics } = await rollout(ctx, specs, rng);
+  const metrics: Record<string, number> = { iteration, ...rolloutMetrics };
+  if (config.train.updates && trials.some((t) => t.rows.length > 0)) {
+    ctx.onProgress?.("update");
+    Object.assign(metrics, await update(ctx, trials, rng));
+  }
+  Object.assign(metrics, rolloutStats(trials, config.task.attempts));
+  // The torch learner's split of the iteration: time inside the worker per op, and the protocol's share.
+  Object.assign(metrics, ctx.learner.takeTimings?.() ?? {});
+  return { trials, metrics };
+}
+
+/** Plays the iteration's trials with the current policy; its time, and the share inside the tasks. */
+async function rollout(
+  ctx: IterationContext,
+  specs: TrialSpec[],
+  rng: Rng,
+): Promise<{ trials: TrialRecord[]; metrics: Record<string, number> }> {
+  const { config } = ctx;
   const t0 = performance.now();
   const clock = newEnvClock();
   let answers = 0;
@@ -127,84 +146,105 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
       concurrency: 1,
     },
   );
-  const rolloutMs = performance.now() - t0;
   // env_ms: wall time inside the tasks (reset, step, restart), a part of rollout_ms.
-  const metrics: Record<string, number> = {
-    iteration,
-    rollout_ms: rolloutMs,
-    env_ms: clock.ms,
-    env_steps: clock.steps,
+  return {
+    trials,
+    metrics: { rollout_ms: performance.now() - t0, env_ms: clock.ms, env_steps: clock.steps },
   };
-  const rows = trials.flatMap((t) => t.rows);
+}
 
-  if (config.train.updates && rows.length > 0) {
-    ctx.onProgress?.("update");
-    const t1 = performance.now();
-    const credit = computeRowCredit(trials, config, ctx.roleBaselines ?? undefined);
-    const onePass = config.task.promptStyle === "compact";
-    const tb = await buildTokenBatchWith((m) => ctx.learner.render(m), trials, credit.advantage, onePass);
-    const microBatchTokens = config.model.backend === "torch" ? config.model.torch.microBatchTokens : 8192;
-    const scoring = config.model.backend === "torch" ? { microBatchTokens } : undefined;
-    if (ctx.recomputeOldLogp) tb.oldLogp = (await ctx.learner.logprobs(tb.batch, "policy", scoring)).logp;
-    if (config.optim.klCoef > 0)
-      tb.refLogp = (await ctx.learner.logprobs(tb.batch, "reference", scoring)).logp;
-    const lossOptions: PpoLossOptions = {
-      clipLow: config.optim.clipLow,
-      clipHigh: config.optim.clipHigh,
-      dualClip: config.optim.dualClip,
-      entropyCoef: config.optim.entropyCoef,
-      klCoef: config.optim.klCoef,
-      klClamp: config.optim.klClamp,
-    };
-    // Rows per sequence, to cut mini-batches of about `miniBatchRows` rows out of whole sequences.
-    const rowsPerSeq = rowsPerSequence(trials, onePass);
-    const updates: Record<string, number>[] = [];
-    for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
-      const order = rng.derive("minibatch-order", epoch).shuffle(tb.batch.sequences.map((_, i) => i));
-      let current: number[] = [];
-      let currentRows = 0;
-      const flush = async () => {
-        if (current.length === 0) return;
-        const sub = sliceTokenBatch(tb, current);
-        const m = await ctx.learner.update(
-          sub.batch,
-          {
-            oldLogp: sub.oldLogp,
-            advantages: sub.advantages,
-            ...(sub.refLogp ? { refLogp: sub.refLogp } : {}),
-          },
-          lossOptions,
-          { microBatchTokens },
-        );
-        updates.push({ loss: m.loss, grad_norm: m.gradNorm, lr: m.lr, ...m.metrics });
-        current = [];
-        currentRows = 0;
-      };
-      for (const s of order) {
-        current.push(s);
-        currentRows += rowsPerSeq[s];
-        if (currentRows >= config.optim.miniBatchRows) await flush();
-      }
-      await flush();
-    }
-    for (const key of Object.keys(updates[0] ?? {})) metrics[key] = mean(updates.map((u) => u[key]));
-    metrics.optimizer_steps = updates.length;
-    metrics.update_ms = performance.now() - t1;
-    metrics.scored_tokens = tb.oldLogp.length;
-    metrics.advantage_abs = mean(credit.advantage.map(Math.abs));
-    metrics.score_mean = mean(credit.score);
+/** Credit and advantages of the trials, then PPO epochs over mini-batches through the learner. */
+async function update(
+  ctx: IterationContext,
+  trials: TrialRecord[],
+  rng: Rng,
+): Promise<Record<string, number>> {
+  const { config } = ctx;
+  const t1 = performance.now();
+  const credit = computeRowCredit(trials, config, ctx.roleBaselines ?? undefined);
+  const onePass = config.task.promptStyle === "compact";
+  const tb = await buildTokenBatchWith((m) => ctx.learner.render(m), trials, credit.advantage, onePass);
+  const microBatchTokens = config.model.backend === "torch" ? config.model.torch.microBatchTokens : 8192;
+  const scoring = config.model.backend === "torch" ? { microBatchTokens } : undefined;
+  if (ctx.recomputeOldLogp) tb.oldLogp = (await ctx.learner.logprobs(tb.batch, "policy", scoring)).logp;
+  if (config.optim.klCoef > 0) tb.refLogp = (await ctx.learner.logprobs(tb.batch, "reference", scoring)).logp;
+  // Rows per sequence, to cut mini-batches of about `miniBatchRows` rows out of whole sequences.
+  const rowsPerSeq = rowsPerSequence(trials, onePass);
+  const updates: Record<string, number>[] = [];
+  for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
+    const order = rng.derive("minibatch-order", epoch).shuffle(tb.batch.sequences.map((_, i) => i));
+    for (const miniBatch of miniBatches(order, rowsPerSeq, config.optim.miniBatchRows))
+      updates.push(await updateOn(ctx, sliceTokenBatch(tb, miniBatch), microBatchTokens));
   }
+  const metrics: Record<string, number> = {};
+  for (const key of Object.keys(updates[0] ?? {})) metrics[key] = mean(updates.map((u) => u[key]));
+  metrics.optimizer_steps = updates.length;
+  metrics.update_ms = performance.now() - t1;
+  metrics.scored_tokens = tb.oldLogp.length;
+  metrics.advantage_abs = mean(credit.advantage.map(Math.abs));
+  metrics.score_mean = mean(credit.score);
+  return metrics;
+}
 
-  // Rollout statistics.
+/** Cuts `order` into runs of whole sequences, each closed once it holds at least `rows` rows. */
+export function miniBatches(
+  order: readonly number[],
+  rowsPerSeq: readonly number[],
+  rows: number,
+): number[][] {
+  const out: number[][] = [];
+  let current: number[] = [];
+  let currentRows = 0;
+  for (const s of order) {
+    current.push(s);
+    currentRows += rowsPerSeq[s];
+    if (currentRows >= rows) {
+      out.push(current);
+      current = [];
+      currentRows = 0;
+    }
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}
+
+/** One optimizer step on a mini-batch; its loss, grad norm, learning rate and the loss's parts. */
+async function updateOn(
+  ctx: IterationContext,
+  sub: ReturnType<typeof sliceTokenBatch>,
+  microBatchTokens: number,
+): Promise<Record<string, number>> {
+  const { optim } = ctx.config;
+  const lossOptions: PpoLossOptions = {
+    clipLow: optim.clipLow,
+    clipHigh: optim.clipHigh,
+    dualClip: optim.dualClip,
+    entropyCoef: optim.entropyCoef,
+    klCoef: optim.klCoef,
+    klClamp: optim.klClamp,
+  };
+  const m = await ctx.learner.update(
+    sub.batch,
+    { oldLogp: sub.oldLogp, advantages: sub.advantages, ...(sub.refLogp ? { refLogp: sub.refLogp } : {}) },
+    lossOptions,
+    { microBatchTokens },
+  );
+  return { loss: m.loss, grad_norm: m.gradNorm, lr: m.lr, ...m.metrics };
+}
+
+/** What the trials played: rewards, valid answers, answer length, success@k and score@k, per opponent. */
+function rolloutStats(trials: TrialRecord[], attempts: number): Record<string, number> {
+  const rows = trials.flatMap((t) => t.rows);
   const plays = rows.filter((r) => r.phase === "play");
   const reflects = rows.filter((r) => r.phase === "reflect");
+  const metrics: Record<string, number> = {};
   metrics.rows = rows.length;
   metrics.trials = trials.length;
   metrics.env_reward = mean(plays.map((r) => r.reward));
   metrics.valid_action = mean(plays.map((r) => (r.valid ? 1 : 0)));
   if (reflects.length > 0) metrics.valid_reflection = mean(reflects.map((r) => (r.valid ? 1 : 0)));
   metrics.response_tokens = mean(rows.map((r) => r.responseTokenIds.length));
-  for (let k = 1; k <= config.task.attempts; k++) {
+  for (let k = 1; k <= attempts; k++) {
     metrics[`success@${k}`] = mean(trials.map((t) => (t.attempts.slice(0, k).some((a) => a.won) ? 1 : 0)));
     metrics[`score@${k}`] = mean(trials.map((t) => t.attempts[Math.min(k, t.attempts.length) - 1].score));
   }
@@ -214,7 +254,5 @@ export async function runIteration(ctx: IterationContext, iteration: number): Pr
     metrics[`final_score/${opp}`] = mean(list.map((t) => t.attempts[t.attempts.length - 1].score));
     metrics[`success/${opp}`] = mean(list.map((t) => (t.attempts.some((a) => a.won) ? 1 : 0)));
   }
-  // The torch learner's split of the iteration: time inside the worker per op, and the protocol's share.
-  Object.assign(metrics, ctx.learner.takeTimings?.() ?? {});
-  return { trials, metrics };
+  return metrics;
 }
