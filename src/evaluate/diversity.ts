@@ -197,59 +197,14 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
     throw new RangeError(`diversity: game must be one of ${DIVERSITY_GAMES.join(", ")}, got ${opts.game}`);
   }
   const seed = opts.seed ?? 0;
-  const puzzle = opts.game === "sokoban" || opts.game === "minesweeper";
+  const puzzle = isPuzzle(opts.game);
   const opponent = puzzle ? "none" : (opts.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[opts.game] ?? "");
   const sampling = opts.sampling ?? DIVERSITY_SAMPLING;
   const promptStyle = opts.promptStyle ?? "compact";
   const task = await loadTask(opts.game);
   const root = Rng.seeded(seed).derive("diversity", opts.game);
-  const [lo, hi] = HELD_OUT_SEED_RANGE;
-
-  const plans: CellPlan[] = [];
-  if (opts.game === "kuhn") {
-    for (const seat of ["first", "second"] as const) {
-      for (const card of KUHN_CARD_LETTERS) {
-        plans.push({
-          seat,
-          card,
-          taskSeeds: await kuhnSeedsForCard(task, opponent, seat, card, samples, root),
-        });
-      }
-    }
-  } else if (puzzle) {
-    const perLevel = Math.max(2, Math.round(samples / PUZZLE_DIVERSITY_LEVELS));
-    for (let l = 0; l < PUZZLE_DIVERSITY_LEVELS; l++) {
-      const level = lo + root.derive("task-seed", l).int(hi - lo);
-      plans.push({
-        seat: "first",
-        card: null,
-        level,
-        taskSeeds: Array.from({ length: perLevel }, () => level),
-      });
-    }
-  } else {
-    const taskSeeds = Array.from(
-      { length: samples },
-      (_, i) => lo + root.derive("task-seed", i).int(hi - lo),
-    );
-    plans.push({ seat: "first", card: null, taskSeeds });
-  }
-
-  const specs: TrialSpec[] = [];
-  const cellOf: number[] = [];
-  plans.forEach((plan, c) => {
-    plan.taskSeeds.forEach((taskSeed) => {
-      const trialId = specs.length;
-      cellOf.push(c);
-      specs.push({
-        trialId,
-        groupId: trialId,
-        taskSeed,
-        opponent: puzzle ? null : opponent,
-        seat: puzzle ? null : plan.seat,
-      });
-    });
-  });
+  const plans = await planCells(opts.game, task, opponent, samples, root);
+  const { specs, cellOf } = trialSpecs(plans, puzzle ? null : opponent);
   const runner: RunnerOptions = {
     attempts: 1,
     maxTurns: task.maxTurns,
@@ -270,46 +225,12 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
     root,
     runner,
   );
-
-  const cells: DiversityCell[] = plans.map((plan, c) => {
-    const mine = records.filter((r) => cellOf[r.trialId] === c);
-    const seqs = new Map<string, number>();
-    const firsts = new Map<string, number>();
-    let invalid = 0;
-    for (const r of mine) {
-      const start = r.memory.attempts[0]?.compactInitialObservation ?? "";
-      if (plan.card !== null && kuhnCardOf(start) !== plan.card) {
-        throw new Error(
-          `diversity: trial ${r.trialId} (seed ${r.taskSeed}) dealt "${start}", not the cell's card ${plan.card}`,
-        );
-      }
-      const actions = attemptOneActions(r);
-      if (actions.includes(INVALID_SYMBOL)) invalid += 1;
-      const seq = actions.length > 0 ? actions.join(",") : NO_MOVE_SYMBOL;
-      const first = actions[0] ?? NO_MOVE_SYMBOL;
-      seqs.set(seq, (seqs.get(seq) ?? 0) + 1);
-      firsts.set(first, (firsts.get(first) ?? 0) + 1);
-    }
-    return {
-      seat: plan.seat,
-      card: plan.card,
-      ...(plan.level !== undefined ? { level: plan.level } : {}),
-      samples: mine.length,
-      entropyBits: entropyBits(seqs.values()),
-      firstActionEntropyBits: entropyBits(firsts.values()),
-      distribution: sortedCounts(seqs),
-      firstActionDistribution: sortedCounts(firsts),
-      distinctSequences: seqs.size,
-      invalidRate: mine.length > 0 ? invalid / mine.length : 0,
-    };
-  });
-
-  const mean = (xs: number[]) => (xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
-  const bySeat: { first?: number; second?: number } = {};
-  for (const seat of ["first", "second"] as const) {
-    const own = cells.filter((c) => c.seat === seat);
-    if (own.length > 0) bySeat[seat] = mean(own.map((c) => c.entropyBits));
-  }
+  const cells = plans.map((plan, c) =>
+    measureCell(
+      plan,
+      records.filter((r) => cellOf[r.trialId] === c),
+    ),
+  );
   return {
     format: DIVERSITY_FORMAT,
     policy: opts.policyLabel ?? policy.name,
@@ -320,12 +241,123 @@ export async function measureDiversity(policy: Policy, opts: DiversityOptions): 
     sampling: { ...sampling, stop: [...sampling.stop] },
     promptStyle,
     cells,
-    summary: {
-      meanEntropyBits: mean(cells.map((c) => c.entropyBits)),
-      meanFirstActionEntropyBits: mean(cells.map((c) => c.firstActionEntropyBits)),
-      bySeat,
-      ...(opts.game === "tictactoe" ? { firstMoveEntropyBits: cells[0].firstActionEntropyBits } : {}),
-    },
+    summary: summarize(opts.game, cells),
+  };
+}
+
+function isPuzzle(game: DiversityGame): boolean {
+  return game === "sokoban" || game === "minesweeper";
+}
+
+/**
+ * The cells and their held-out task seeds: Kuhn, one per seat and card; the puzzles, one per level
+ * (each level played several times); TicTacToe, one cell of `samples` openings.
+ */
+async function planCells(
+  game: DiversityGame,
+  task: TaskDefinition,
+  opponent: string,
+  samples: number,
+  root: Rng,
+): Promise<CellPlan[]> {
+  const [lo, hi] = HELD_OUT_SEED_RANGE;
+  const plans: CellPlan[] = [];
+  if (game === "kuhn") {
+    for (const seat of ["first", "second"] as const) {
+      for (const card of KUHN_CARD_LETTERS) {
+        plans.push({
+          seat,
+          card,
+          taskSeeds: await kuhnSeedsForCard(task, opponent, seat, card, samples, root),
+        });
+      }
+    }
+  } else if (isPuzzle(game)) {
+    const perLevel = Math.max(2, Math.round(samples / PUZZLE_DIVERSITY_LEVELS));
+    for (let l = 0; l < PUZZLE_DIVERSITY_LEVELS; l++) {
+      const level = lo + root.derive("task-seed", l).int(hi - lo);
+      plans.push({
+        seat: "first",
+        card: null,
+        level,
+        taskSeeds: Array.from({ length: perLevel }, () => level),
+      });
+    }
+  } else {
+    const taskSeeds = Array.from(
+      { length: samples },
+      (_, i) => lo + root.derive("task-seed", i).int(hi - lo),
+    );
+    plans.push({ seat: "first", card: null, taskSeeds });
+  }
+  return plans;
+}
+
+/** One trial per planned task seed, and the cell each trial belongs to; `opponent` null for puzzles. */
+function trialSpecs(plans: CellPlan[], opponent: string | null): { specs: TrialSpec[]; cellOf: number[] } {
+  const specs: TrialSpec[] = [];
+  const cellOf: number[] = [];
+  plans.forEach((plan, c) => {
+    for (const taskSeed of plan.taskSeeds) {
+      const trialId = specs.length;
+      cellOf.push(c);
+      specs.push({
+        trialId,
+        groupId: trialId,
+        taskSeed,
+        opponent,
+        seat: opponent === null ? null : plan.seat,
+      });
+    }
+  });
+  return { specs, cellOf };
+}
+
+/** A cell's distributions of first-attempt action sequences and first actions, and their entropies. */
+function measureCell(plan: CellPlan, mine: TrialRecord[]): DiversityCell {
+  const seqs = new Map<string, number>();
+  const firsts = new Map<string, number>();
+  let invalid = 0;
+  for (const r of mine) {
+    const start = r.memory.attempts[0]?.compactInitialObservation ?? "";
+    if (plan.card !== null && kuhnCardOf(start) !== plan.card) {
+      throw new Error(
+        `diversity: trial ${r.trialId} (seed ${r.taskSeed}) dealt "${start}", not the cell's card ${plan.card}`,
+      );
+    }
+    const actions = attemptOneActions(r);
+    if (actions.includes(INVALID_SYMBOL)) invalid += 1;
+    const seq = actions.length > 0 ? actions.join(",") : NO_MOVE_SYMBOL;
+    const first = actions[0] ?? NO_MOVE_SYMBOL;
+    seqs.set(seq, (seqs.get(seq) ?? 0) + 1);
+    firsts.set(first, (firsts.get(first) ?? 0) + 1);
+  }
+  return {
+    seat: plan.seat,
+    card: plan.card,
+    ...(plan.level !== undefined ? { level: plan.level } : {}),
+    samples: mine.length,
+    entropyBits: entropyBits(seqs.values()),
+    firstActionEntropyBits: entropyBits(firsts.values()),
+    distribution: sortedCounts(seqs),
+    firstActionDistribution: sortedCounts(firsts),
+    distinctSequences: seqs.size,
+    invalidRate: mine.length > 0 ? invalid / mine.length : 0,
+  };
+}
+
+function summarize(game: DiversityGame, cells: DiversityCell[]): DiversityResult["summary"] {
+  const mean = (xs: number[]) => (xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+  const bySeat: { first?: number; second?: number } = {};
+  for (const seat of ["first", "second"] as const) {
+    const own = cells.filter((c) => c.seat === seat);
+    if (own.length > 0) bySeat[seat] = mean(own.map((c) => c.entropyBits));
+  }
+  return {
+    meanEntropyBits: mean(cells.map((c) => c.entropyBits)),
+    meanFirstActionEntropyBits: mean(cells.map((c) => c.firstActionEntropyBits)),
+    bySeat,
+    ...(game === "tictactoe" ? { firstMoveEntropyBits: cells[0].firstActionEntropyBits } : {}),
   };
 }
 
