@@ -466,7 +466,7 @@ function headline(ctx: GameContext, cells: readonly CellKey[], K: number): void 
 }
 
 function finalSection(ctx: GameContext): void {
-  const { out, methods, game, plots } = ctx;
+  const { out, methods, game } = ctx;
   const withFinal = methods
     .map((m) => ({ ...m, runs: m.runs.filter((r) => r.summary.finalEval !== null) }))
     .filter((m) => m.runs.length > 0);
@@ -491,132 +491,142 @@ function finalSection(ctx: GameContext): void {
     "",
   );
   headline({ ...ctx, methods: withFinal }, cells, K);
-
   const ks = Array.from({ length: K }, (_, i) => i + 1);
-  const multiSeed = withFinal.some((m) => m.runs.length > 1);
-  const barsNote = multiSeed
-    ? "error bars: 95% bootstrap interval (one seed) or min–max over seeds"
-    : "error bars: 95% bootstrap interval over trials";
   for (const cell of cells) {
     out.push(`#### ${game}: ${cellLabel(cell)}`, "");
-    const images: string[] = [];
-    const families: { family: MetricFamily; label: string; percent: boolean }[] = [
-      { family: "successAt", label: "success@k", percent: true },
-      { family: "scoreAt", label: `${scoreName(game)}@k`, percent: false },
-    ];
-    if (scoreFirst(game)) families.reverse();
-    for (const f of families) {
-      const series = withFinal.map((m) => ({
-        name: m.label,
-        color: m.color,
-        values: ks.map((k) => {
-          const a = aggregate(
-            m.runs.flatMap((r) => {
-              const e = findCell(r.summary.finalEval, cell.key);
-              const v = e && attemptEstimate(e.metrics, f.family, k);
-              return v ? [v] : [];
-            }),
-          );
-          return Number.isFinite(a.mean) ? a : null;
-        }),
-      }));
-      const svg = barChart({
-        title: `${f.label} — ${game}, ${cellLabel(cell)}`,
-        subtitle: `final evaluation; ${barsNote}`,
-        categories: ks.map((k) => `attempt ${k}`),
-        // Methods not evaluated in this cell are left out (not shown as empty slots).
-        series: series.filter((x) => x.values.some((v) => v !== null)),
-        y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
-      });
-      images.push(
-        plots.add([game, "final", f.label, cell.opponent, cell.seat], svg, `${f.label}, ${cellLabel(cell)}`),
+    out.push(finalCellCharts(ctx, withFinal, cell, ks).join("\n"), "");
+    out.push(finalCellTable(game, withFinal, cell, ks), "");
+  }
+}
+
+/** A final-evaluation cell's success@k and score@k bar charts, one bar per method and attempt. */
+function finalCellCharts(ctx: GameContext, withFinal: Method[], cell: CellKey, ks: number[]): string[] {
+  const { game, plots } = ctx;
+  const barsNote = withFinal.some((m) => m.runs.length > 1)
+    ? "error bars: 95% bootstrap interval (one seed) or min–max over seeds"
+    : "error bars: 95% bootstrap interval over trials";
+  const families: { family: MetricFamily; label: string; percent: boolean }[] = [
+    { family: "successAt", label: "success@k", percent: true },
+    { family: "scoreAt", label: `${scoreName(game)}@k`, percent: false },
+  ];
+  if (scoreFirst(game)) families.reverse();
+  return families.map((f) => {
+    const series = withFinal.map((m) => ({
+      name: m.label,
+      color: m.color,
+      values: ks.map((k) => {
+        const a = aggregate(
+          m.runs.flatMap((r) => {
+            const e = findCell(r.summary.finalEval, cell.key);
+            const v = e && attemptEstimate(e.metrics, f.family, k);
+            return v ? [v] : [];
+          }),
+        );
+        return Number.isFinite(a.mean) ? a : null;
+      }),
+    }));
+    const svg = barChart({
+      title: `${f.label} — ${game}, ${cellLabel(cell)}`,
+      subtitle: `final evaluation; ${barsNote}`,
+      categories: ks.map((k) => `attempt ${k}`),
+      // Methods not evaluated in this cell are left out (not shown as empty slots).
+      series: series.filter((x) => x.values.some((v) => v !== null)),
+      y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
+    });
+    return plots.add(
+      [game, "final", f.label, cell.opponent, cell.seat],
+      svg,
+      `${f.label}, ${cellLabel(cell)}`,
+    );
+  });
+}
+
+type Pick = (mm: TrialMetrics) => Estimate | undefined;
+
+/** A final-evaluation cell's table: per method its mean over seeds (when several) and each seed. */
+function finalCellTable(game: string, withFinal: Method[], cell: CellKey, ks: number[]): string {
+  const head = [
+    "run",
+    "trials",
+    ...ks.map((k) => `success@${k}`),
+    ...ks.map((k) => `non-loss@${k}`),
+    ...ks.map((k) => `${scoreName(game)}@${k}`),
+    "final",
+    "in-trial gain",
+    "invalid",
+  ];
+  const rows: string[][] = [];
+  for (const m of withFinal) {
+    const per = m.runs.map((r) => ({ r, c: findCell(r.summary.finalEval, cell.key) }));
+    const present = per.filter((p): p is { r: LoadedSummary; c: CellResult } => p.c !== undefined);
+    if (present.length === 0) continue;
+    if (present.length > 1) {
+      const agg = (pick: Pick) =>
+        aggregate(present.flatMap((p) => (pick(p.c.metrics) ? [pick(p.c.metrics)!] : [])));
+      const inv = present.map((p) => p.c.metrics.invalidRate).filter(Number.isFinite);
+      rows.push(
+        finalRow(
+          `**${m.name}** (mean of ${present.length} seeds)`,
+          `${present.length}×${present[0].c.metrics.trials}`,
+          agg,
+          inv.length > 0 ? formatPercent(inv.reduce((a, b) => a + b, 0) / inv.length) : DASH,
+          ks,
+        ),
       );
     }
-    out.push(images.join("\n"), "");
-
-    const head = [
-      "run",
-      "trials",
-      ...ks.map((k) => `success@${k}`),
-      ...ks.map((k) => `non-loss@${k}`),
-      ...ks.map((k) => `${scoreName(game)}@${k}`),
-      "final",
-      "in-trial gain",
-      "invalid",
-    ];
-    const rows: string[][] = [];
-    for (const m of withFinal) {
-      const per = m.runs.map((r) => ({ r, c: findCell(r.summary.finalEval, cell.key) }));
-      const present = per.filter((p): p is { r: LoadedSummary; c: CellResult } => p.c !== undefined);
-      if (present.length === 0) continue;
-      const agg = (pick: (mm: TrialMetrics) => Estimate | undefined) =>
-        aggregate(present.flatMap((p) => (pick(p.c.metrics) ? [pick(p.c.metrics)!] : [])));
-      const row = (
-        label: string,
-        trials: string,
-        pick: (f: (mm: TrialMetrics) => Estimate | undefined) => Aggregate,
-        invalid: string,
-      ) => [
-        label,
-        trials,
-        ...ks.map((k) =>
-          formatEstimate(
-            pick((mm) => attemptEstimate(mm, "successAt", k)),
-            "rate",
-          ),
-        ),
-        ...ks.map((k) =>
-          formatEstimate(
-            pick((mm) => attemptEstimate(mm, "nonLossAt", k)),
-            "rate",
-          ),
-        ),
-        ...ks.map((k) =>
-          formatEstimate(
-            pick((mm) => attemptEstimate(mm, "scoreAt", k)),
-            "score",
-          ),
-        ),
-        formatEstimate(
-          pick((mm) => mm.final),
-          "score",
-        ),
-        formatEstimate(
-          pick((mm) => mm.gain),
-          "score",
-        ),
-        invalid,
-      ];
-      if (present.length > 1) {
-        const inv = present.map((p) => p.c.metrics.invalidRate).filter(Number.isFinite);
-        rows.push(
-          row(
-            `**${m.name}** (mean of ${present.length} seeds)`,
-            `${present.length}×${present[0].c.metrics.trials}`,
-            agg,
-            inv.length > 0 ? formatPercent(inv.reduce((a, b) => a + b, 0) / inv.length) : DASH,
-          ),
-        );
-      }
-      for (const p of present) {
-        const single = (pick: (mm: TrialMetrics) => Estimate | undefined) => {
-          const e = pick(p.c.metrics);
-          return aggregate(e ? [e] : []);
-        };
-        rows.push(
-          row(
-            present.length > 1
-              ? `${m.name} seed ${p.r.summary.seed}`
-              : `${m.name} (seed ${p.r.summary.seed})`,
-            String(p.c.metrics.trials),
-            single,
-            formatPercent(p.c.metrics.invalidRate),
-          ),
-        );
-      }
+    for (const p of present) {
+      const single = (pick: Pick) => {
+        const e = pick(p.c.metrics);
+        return aggregate(e ? [e] : []);
+      };
+      const label =
+        present.length > 1 ? `${m.name} seed ${p.r.summary.seed}` : `${m.name} (seed ${p.r.summary.seed})`;
+      rows.push(
+        finalRow(label, String(p.c.metrics.trials), single, formatPercent(p.c.metrics.invalidRate), ks),
+      );
     }
-    out.push(table(head, rows), "");
   }
+  return table(head, rows);
+}
+
+function finalRow(
+  label: string,
+  trials: string,
+  pick: (f: Pick) => Aggregate,
+  invalid: string,
+  ks: number[],
+): string[] {
+  return [
+    label,
+    trials,
+    ...ks.map((k) =>
+      formatEstimate(
+        pick((mm) => attemptEstimate(mm, "successAt", k)),
+        "rate",
+      ),
+    ),
+    ...ks.map((k) =>
+      formatEstimate(
+        pick((mm) => attemptEstimate(mm, "nonLossAt", k)),
+        "rate",
+      ),
+    ),
+    ...ks.map((k) =>
+      formatEstimate(
+        pick((mm) => attemptEstimate(mm, "scoreAt", k)),
+        "score",
+      ),
+    ),
+    formatEstimate(
+      pick((mm) => mm.final),
+      "score",
+    ),
+    formatEstimate(
+      pick((mm) => mm.gain),
+      "score",
+    ),
+    invalid,
+  ];
 }
 
 function periodicSection(ctx: GameContext): void {
@@ -703,6 +713,21 @@ const DIAGNOSTICS: { key: string; label: string; percent?: boolean; nonZero?: bo
   { key: "update_ms", label: "update time (ms)" },
 ];
 
+/** Draws the training curves of one report section: the moving-average window, series and charts. */
+interface TrainingCharts {
+  methods: Method[];
+  /** The moving average of `key` over a method's runs (mean over seeds, min–max band). */
+  curve(m: Method, key: string): Point[];
+  chart(
+    title: string,
+    yLabel: string,
+    percent: boolean,
+    series: LineSeries[],
+    parts: string[],
+    legend?: ReturnType<typeof attemptLegend>,
+  ): string;
+}
+
 function trainingSection(ctx: GameContext): void {
   const { out, game, plots } = ctx;
   // Methods without training iterations (prompting baselines) have no curves.
@@ -718,52 +743,56 @@ function trainingSection(ctx: GameContext): void {
       `${multiSeed ? "; methods with several seeds: mean over seeds, min–max shaded" : ""}.`,
     "",
   );
-  const single = methods.length === 1;
-  const chart = (
-    title: string,
-    yLabel: string,
-    percent: boolean,
-    series: LineSeries[],
-    parts: string[],
-    legend?: ReturnType<typeof attemptLegend>,
-  ) =>
-    plots.add(
-      [game, "train", ...parts],
-      lineChart({
-        ...(legend ? { legend } : {}),
+  const charts: TrainingCharts = {
+    methods,
+    curve: (m, key) => combine(m.runs.map((r) => historySeries(r.summary, key, window))),
+    chart: (title, yLabel, percent, series, parts, legend) =>
+      plots.add(
+        [game, "train", ...parts],
+        lineChart({
+          ...(legend ? { legend } : {}),
+          title,
+          subtitle: `training rollouts${window > 1 ? `, moving average over ${window}` : ""}`,
+          x: { label: "iteration", integer: true },
+          y: percent ? { label: yLabel, percent: true, min: 0, max: 1 } : { label: yLabel, zeroLine: true },
+          series,
+        }),
         title,
-        subtitle: `training rollouts${window > 1 ? `, moving average over ${window}` : ""}`,
-        x: { label: "iteration", integer: true },
-        y: percent ? { label: yLabel, percent: true, min: 0, max: 1 } : { label: yLabel, zeroLine: true },
-        series,
-      }),
-      title,
-    );
-  const curve = (m: Method, key: string) => combine(m.runs.map((r) => historySeries(r.summary, key, window)));
-  const images: string[] = [];
+      ),
+  };
+  out.push([...attemptCharts(game, charts), ...opponentCharts(game, charts)].join("\n"), "");
+  const diag = diagnosticCharts(game, charts);
+  if (diag.length > 0) out.push("Diagnostics:", "", diag.join("\n"), "");
+}
 
-  // Overall success / score at attempt 1 and each method's last attempt.
-  const attemptsOf = (m: Method) =>
-    Math.max(
-      1,
-      ...m.runs
-        .flatMap((r) => r.summary.history.flatMap((h) => Object.keys(h)))
-        .filter((k) => /^success@\d+$/.test(k))
-        .map((k) => Number(k.slice(8))),
-    );
-  const Ks = methods.map(attemptsOf);
+/** The most attempts a method's training rollouts recorded success@k for. */
+function historyAttempts(m: Method): number {
+  return Math.max(
+    1,
+    ...m.runs
+      .flatMap((r) => r.summary.history.flatMap((h) => Object.keys(h)))
+      .filter((k) => /^success@\d+$/.test(k))
+      .map((k) => Number(k.slice(8))),
+  );
+}
+
+/** Overall success and score at attempt 1 and at each method's last attempt. */
+function attemptCharts(game: string, c: TrainingCharts): string[] {
+  const { methods } = c;
+  const Ks = methods.map(historyAttempts);
   const K = Math.max(...Ks);
   const fams = [
     { prefix: "success@", label: "success", percent: true },
     { prefix: "score@", label: scoreName(game), percent: false },
   ];
   if (scoreFirst(game)) fams.reverse();
+  const images: string[] = [];
   for (const f of fams) {
     if (!hasKey(methods, `${f.prefix}1`)) continue;
     const series: LineSeries[] = [];
     const shown: Method[] = [];
     methods.forEach((m, i) => {
-      const main = curve(m, `${f.prefix}${Ks[i]}`);
+      const main = c.curve(m, `${f.prefix}${Ks[i]}`);
       if (!hasData(main)) return;
       shown.push(m);
       series.push({ name: K > 1 ? `${m.label} @${Ks[i]}` : m.label, color: m.color, points: main });
@@ -772,12 +801,12 @@ function trainingSection(ctx: GameContext): void {
           name: `${m.label} @1`,
           color: m.color,
           dashed: true,
-          points: curve(m, `${f.prefix}1`),
+          points: c.curve(m, `${f.prefix}1`),
         });
     });
     const same = Ks.every((k) => k === K);
     images.push(
-      chart(
+      c.chart(
         `${f.label}@k — ${game}, all opponents`,
         f.label,
         f.percent,
@@ -787,25 +816,30 @@ function trainingSection(ctx: GameContext): void {
       ),
     );
   }
+  return images;
+}
 
-  // Per opponent.
+/** Success and final score per opponent: one chart of all opponents for one method, else one per opponent. */
+function opponentCharts(game: string, c: TrainingCharts): string[] {
+  const { methods } = c;
   const perOpp = [
     { prefix: "success/", label: "success (any attempt)", percent: true, part: "success" },
     { prefix: "final_score/", label: `final ${scoreName(game)}`, percent: false, part: "final-score" },
   ];
   if (scoreFirst(game)) perOpp.reverse();
+  const images: string[] = [];
   for (const f of perOpp) {
     const opps = opponentsInHistory(methods, f.prefix);
     if (opps.length === 0) continue;
-    if (single) {
+    if (methods.length === 1) {
       const m = methods[0];
       const series = opps.map((o, i) => ({
         name: `vs ${o}`,
         color: PALETTE[i % PALETTE.length],
-        points: curve(m, `${f.prefix}${o}`),
+        points: c.curve(m, `${f.prefix}${o}`),
       }));
       images.push(
-        chart(`${f.label} per opponent — ${game}, ${m.label}`, f.label, f.percent, series, [
+        c.chart(`${f.label} per opponent — ${game}, ${m.label}`, f.label, f.percent, series, [
           f.part,
           "by-opponent",
         ]),
@@ -813,23 +847,25 @@ function trainingSection(ctx: GameContext): void {
     } else {
       for (const o of opps) {
         const series = methods
-          .map((m) => ({ name: m.label, color: m.color, points: curve(m, `${f.prefix}${o}`) }))
+          .map((m) => ({ name: m.label, color: m.color, points: c.curve(m, `${f.prefix}${o}`) }))
           .filter((x) => hasData(x.points));
-        images.push(chart(`${f.label} vs ${o} — ${game}`, f.label, f.percent, series, [f.part, o]));
+        images.push(c.chart(`${f.label} vs ${o} — ${game}`, f.label, f.percent, series, [f.part, o]));
       }
     }
   }
-  out.push(images.join("\n"), "");
+  return images;
+}
 
-  const diag: string[] = [];
+function diagnosticCharts(game: string, c: TrainingCharts): string[] {
+  const out: string[] = [];
   for (const d of DIAGNOSTICS) {
-    if (!hasKey(methods, d.key, d.nonZero)) continue;
-    const series = methods
-      .map((m) => ({ name: m.label, color: m.color, points: curve(m, d.key) }))
+    if (!hasKey(c.methods, d.key, d.nonZero)) continue;
+    const series = c.methods
+      .map((m) => ({ name: m.label, color: m.color, points: c.curve(m, d.key) }))
       .filter((x) => hasData(x.points));
-    diag.push(chart(`${d.label} — ${game}`, d.label, d.percent ?? false, series, [d.key]));
+    out.push(c.chart(`${d.label} — ${game}`, d.label, d.percent ?? false, series, [d.key]));
   }
-  if (diag.length > 0) out.push("Diagnostics:", "", diag.join("\n"), "");
+  return out;
 }
 
 /** Builds the whole report. The same runs and options always give the same bytes. */
