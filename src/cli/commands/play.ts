@@ -12,8 +12,15 @@ import { expectChoice, UsageError } from "../../core/errors.js";
 import { Rng } from "../../core/rng.js";
 import { TrialEnv } from "../../tasks/env.js";
 import { DIRECTIONS } from "../../tasks/parse.js";
-import { createTask, loadTask, TASKS } from "../../tasks/registry.js";
-import { PROMPT_STYLES, type PromptStyle, SEATS, type Seat } from "../../tasks/types.js";
+import { createTask, loadTask, TASKS, type TaskDefinition } from "../../tasks/registry.js";
+import {
+  PROMPT_STYLES,
+  type PromptStyle,
+  SEATS,
+  type Seat,
+  type TaskOptions,
+  type TextTask,
+} from "../../tasks/types.js";
 import { parseKnobsArg, taskKnobOptions } from "../../train/config.js";
 import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
@@ -35,8 +42,20 @@ export interface PlaySummary {
   attempts: { won: boolean; score: number; reward: number; turns: number }[];
 }
 
-/** Runs `mage play` with the given arguments and streams; returns what was played. */
-export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> {
+/** What `mage play` was asked for, checked. */
+interface PlayOptions {
+  game: string;
+  def: TaskDefinition;
+  seat: Seat | undefined;
+  style: PromptStyle;
+  seed: number;
+  attempts: number;
+  opponent: string | undefined;
+  showPrompt: boolean;
+  knobs: TaskOptions;
+}
+
+async function playOptions(argv: string[]): Promise<PlayOptions> {
   let values: {
     game?: string;
     opponent?: string;
@@ -81,88 +100,156 @@ export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> 
   }
   if (!def.twoPlayer && seat !== undefined) throw new UsageError(`--seat: ${game} is a single-player puzzle`);
   const knobs = values.knobs !== undefined ? taskKnobOptions(game, parseKnobsArg(game, values.knobs)) : {};
-  const task = await createTask(game, def.twoPlayer ? { ...knobs, opponent: values.opponent, seat } : knobs);
-  // The board text the agent sees in this prompt style.
-  const board = () => (style === "compact" ? task.compactObservation() : task.observation());
-  const env = new TrialEnv(task, { style, reflectionType: "history_and_reflection" });
+  return {
+    game,
+    def,
+    seat,
+    style,
+    seed,
+    attempts,
+    opponent: values.opponent,
+    showPrompt: values["show-prompt"] ?? false,
+    knobs,
+  };
+}
 
-  const out = (s = "") => io.output.write(`${s}\n`);
+/** Lines to the player, and their answers one line at a time (null at the end of input). */
+interface Terminal {
+  out(s?: string): void;
+  ask(q: string): Promise<string | null>;
+  close(): void;
+}
+
+function terminal(io: PlayIo): Terminal {
   const rl = createInterface({ input: io.input, terminal: false });
   const lines = rl[Symbol.asyncIterator]();
-  const ask = async (q: string): Promise<string | null> => {
-    io.output.write(q);
-    const r = await lines.next();
-    if (r.done) return null;
-    return r.value.trim();
+  return {
+    out: (s = "") => io.output.write(`${s}\n`),
+    async ask(q) {
+      io.output.write(q);
+      const r = await lines.next();
+      if (r.done) return null;
+      return r.value.trim();
+    },
+    close: () => rl.close(),
   };
+}
 
-  const summary: PlaySummary = { game, seed, attempts: [] };
+/** One game being played: the task, its trial environment and the board text the agent sees. */
+interface Table {
+  o: PlayOptions;
+  task: TextTask;
+  env: TrialEnv;
+  term: Terminal;
+  board(): string;
+}
+
+/** Runs `mage play` with the given arguments and streams; returns what was played. */
+export async function runPlay(argv: string[], io: PlayIo): Promise<PlaySummary> {
+  const o = await playOptions(argv);
+  const task = await createTask(
+    o.game,
+    o.def.twoPlayer ? { ...o.knobs, opponent: o.opponent, seat: o.seat } : o.knobs,
+  );
+  const t: Table = {
+    o,
+    task,
+    env: new TrialEnv(task, { style: o.style, reflectionType: "history_and_reflection" }),
+    term: terminal(io),
+    // The board text the agent sees in this prompt style.
+    board: () => (o.style === "compact" ? task.compactObservation() : task.observation()),
+  };
+  const summary: PlaySummary = { game: o.game, seed: o.seed, attempts: [] };
   try {
-    await env.reset(Rng.seeded(seed));
-    const who = task.opponent ? ` against ${task.opponent}, you move ${task.seat}` : "";
-    out(`${game}${who} (seed ${seed}; replay with --seed ${seed}).`);
-    out(
-      `Up to ${def.maxTurns} turns per attempt, ${attempts} attempt${attempts === 1 ? "" : "s"}. Type "quit" to stop.`,
-    );
-    out();
-    // The rules of the prompt style whose board is shown (compact boards carry no row numbers).
-    out(style === "compact" ? task.promptText().compactRules : task.promptText().rules);
-    if (game === "sokoban") out('(Here you may type letters too: "u l" or "ul" is up, left.)');
+    await t.env.reset(Rng.seeded(o.seed));
+    introduce(t);
     let quit = false;
-    for (let k = 0; k < attempts && !quit; k++) {
+    for (let k = 0; k < o.attempts && !quit; k++) {
       if (k > 0) {
-        await env.restart();
-        out();
-        out(`=== Attempt ${k + 1} of ${attempts}: the same start again ===`);
+        await t.env.restart();
+        t.term.out();
+        t.term.out(`=== Attempt ${k + 1} of ${o.attempts}: the same start again ===`);
       }
-      let reward = 0;
-      let turn = 0;
-      while (turn < def.maxTurns && !env.done) {
-        out();
-        if (values["show-prompt"]) {
-          for (const m of env.messages("play")) out(`[${m.role}]\n${m.content}\n`);
-        } else {
-          out(board());
-        }
-        const line = await ask(`Turn ${turn + 1}/${def.maxTurns} > `);
-        if (line === null || line.toLowerCase() === "quit") {
-          quit = true;
-          break;
-        }
-        if (line === "") {
-          out("(empty line ignored)");
-          continue;
-        }
-        const response = /<action>/i.test(line) ? line : `<action>${humanShorthand(game, line)}</action>`;
-        const r = await env.play(response);
-        turn++;
-        reward += r.reward;
-        if (!r.valid) out(`Invalid (turn used): ${r.invalidReason}. Reward ${fmt(r.reward)}.`);
-        else out(`${r.action}: ${r.feedback}. Reward ${fmt(r.reward)}.`);
-      }
-      if (quit && turn === 0) break;
-      const last = env.currentAttempt.turns[env.currentAttempt.turns.length - 1];
-      const info = env.info();
-      out();
-      out(board());
-      if (env.done) out(last?.outcome ?? (info.won ? "You won." : "Game over."));
-      else if (!quit) out("Out of turns.");
-      out(`Attempt ${k + 1}: total reward ${fmt(reward)}, score ${fmt(info.score)}.`);
-      summary.attempts.push({ won: info.won, score: info.score, reward, turns: turn });
-      if (info.won) {
-        out("Solved/won: a trial stops here.");
+      const played = await playTurns(t);
+      quit = played.quit;
+      if (quit && played.turns === 0) break;
+      const attempt = endAttempt(t, k, played);
+      summary.attempts.push(attempt);
+      if (attempt.won) {
+        t.term.out("Solved/won: a trial stops here.");
         break;
       }
-      if (k + 1 < attempts && !quit && env.reflectCallExpected) {
-        const note = await ask("Reflection for your next attempt (Enter to skip) > ");
-        if (note === null || note.toLowerCase() === "quit") quit = true;
-        else env.reflect(`<remark>${note}</remark>`);
-      }
+      if (k + 1 < o.attempts && !quit && t.env.reflectCallExpected) quit = await askReflection(t);
     }
   } finally {
-    rl.close();
+    t.term.close();
   }
   return summary;
+}
+
+function introduce({ o, task, term }: Table): void {
+  const who = task.opponent ? ` against ${task.opponent}, you move ${task.seat}` : "";
+  term.out(`${o.game}${who} (seed ${o.seed}; replay with --seed ${o.seed}).`);
+  term.out(
+    `Up to ${o.def.maxTurns} turns per attempt, ${o.attempts} attempt${o.attempts === 1 ? "" : "s"}. Type "quit" to stop.`,
+  );
+  term.out();
+  // The rules of the prompt style whose board is shown (compact boards carry no row numbers).
+  term.out(o.style === "compact" ? task.promptText().compactRules : task.promptText().rules);
+  if (o.game === "sokoban") term.out('(Here you may type letters too: "u l" or "ul" is up, left.)');
+}
+
+/** The turns of one attempt, until it ends, runs out of turns or the player quits. */
+async function playTurns(t: Table): Promise<{ reward: number; turns: number; quit: boolean }> {
+  const { o, env, term } = t;
+  let reward = 0;
+  let turns = 0;
+  while (turns < o.def.maxTurns && !env.done) {
+    term.out();
+    if (o.showPrompt) {
+      for (const m of env.messages("play")) term.out(`[${m.role}]\n${m.content}\n`);
+    } else {
+      term.out(t.board());
+    }
+    const line = await term.ask(`Turn ${turns + 1}/${o.def.maxTurns} > `);
+    if (line === null || line.toLowerCase() === "quit") return { reward, turns, quit: true };
+    if (line === "") {
+      term.out("(empty line ignored)");
+      continue;
+    }
+    const response = /<action>/i.test(line) ? line : `<action>${humanShorthand(o.game, line)}</action>`;
+    const r = await env.play(response);
+    turns++;
+    reward += r.reward;
+    if (!r.valid) term.out(`Invalid (turn used): ${r.invalidReason}. Reward ${fmt(r.reward)}.`);
+    else term.out(`${r.action}: ${r.feedback}. Reward ${fmt(r.reward)}.`);
+  }
+  return { reward, turns, quit: false };
+}
+
+/** Shows how attempt `k` ended; returns it for the summary. */
+function endAttempt(
+  t: Table,
+  k: number,
+  played: { reward: number; turns: number; quit: boolean },
+): PlaySummary["attempts"][number] {
+  const { env, term } = t;
+  const last = env.currentAttempt.turns[env.currentAttempt.turns.length - 1];
+  const info = env.info();
+  term.out();
+  term.out(t.board());
+  if (env.done) term.out(last?.outcome ?? (info.won ? "You won." : "Game over."));
+  else if (!played.quit) term.out("Out of turns.");
+  term.out(`Attempt ${k + 1}: total reward ${fmt(played.reward)}, score ${fmt(info.score)}.`);
+  return { won: info.won, score: info.score, reward: played.reward, turns: played.turns };
+}
+
+/** Asks for the player's reflection before the next attempt; true when they quit instead. */
+async function askReflection({ env, term }: Table): Promise<boolean> {
+  const note = await term.ask("Reflection for your next attempt (Enter to skip) > ");
+  if (note === null || note.toLowerCase() === "quit") return true;
+  env.reflect(`<remark>${note}</remark>`);
+  return false;
 }
 
 /**
