@@ -213,6 +213,49 @@ function wallOf(s: RunSummary): number {
 
 function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions, out: string[]): void {
   out.push("## Reproduce", "");
+  reproduceCommands(experiments, o, out);
+  out.push(
+    "`mage experiment` runs the grid (methods × seeds, all methods of a seed from one pretrained base model; " +
+      "resumable: an interrupted grid picks up where it stopped) and copies each finished run's summary to " +
+      "`docs/results/experiments/<experiment>/<method>-s<seed>.json`. This document is rebuilt from those summaries alone.",
+    "",
+  );
+  out.push(
+    table(
+      [
+        "experiment",
+        "game",
+        "methods",
+        "seeds",
+        "summaries",
+        "wall-clock (sum over runs)",
+        "grid wall-clock",
+        "wall-clock per run (mean)",
+        "pretraining (sum)",
+      ],
+      experiments.map(experimentRow),
+    ),
+    "",
+  );
+  machinesNote(experiments, out);
+  out.push(
+    "**Statistics.** A method's number is the mean over its seeds of the per-seed metric; brackets are 95% " +
+      "intervals of a hierarchical bootstrap (2,000 replicates, seeded): the seeds are resampled with " +
+      "replacement, then each drawn seed's trials are resampled from its outcome histogram (a multinomial " +
+      "draw). Differences A − B are paired: every replicate draws the seeds once and uses them for both " +
+      "methods (the seeds share one pretrained base model). Within a seed every method plays the same held-out deals, " +
+      "and where both summaries record each trial's outcome in trial order the trials are paired by deal too: a replicate " +
+      "draws trial indices once and takes both methods' trials at them. Where a summary lacks that record (written before " +
+      "it existed), the two methods' trials are redrawn independently within the seed and the difference errs on the wide " +
+      "side; the note under each difference table says which differences were paired by deal. Bold differences have an interval that excludes 0. " +
+      "Where a summary lacks its outcome histogram, only the seeds are resampled (said where it happens). " +
+      "Every number is a claim about the method at small scale: the model is thousands of times smaller than the paper's.",
+    "",
+  );
+}
+
+/** The commands that rebuild every grid and this document. */
+function reproduceCommands(experiments: readonly Experiment[], o: ResultsOptions, out: string[]): void {
   const lines: string[] = [];
   const assumed: string[] = [];
   for (const e of experiments) {
@@ -232,58 +275,38 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
       "",
     );
   }
-  out.push(
-    "`mage experiment` runs the grid (methods × seeds, all methods of a seed from one pretrained base model; " +
-      "resumable: an interrupted grid picks up where it stopped) and copies each finished run's summary to " +
-      "`docs/results/experiments/<experiment>/<method>-s<seed>.json`. This document is rebuilt from those summaries alone.",
-    "",
-  );
+}
 
-  const rows = experiments.map((e) => {
-    const runs = e.runs.map((r) => r.summary);
-    const seeds = [...new Set([...(e.info?.seeds ?? []), ...runs.map((s) => s.seed)])].sort((a, b) => a - b);
-    const methods = [...new Set(runs.map((s) => s.name))].sort(compareMethodNames);
-    const planned =
-      e.info?.runs?.length ??
-      (e.info?.methods && e.info.seeds ? e.info.methods.length * e.info.seeds.length : undefined);
-    const walls = runs.map(wallOf).filter(Number.isFinite);
-    // Pretraining: the grid's shared base models (experiment.json), else what the runs did themselves.
-    const shared = (e.info?.pretrained ?? []).map((p) => p.seconds ?? Number.NaN).filter(Number.isFinite);
-    const pre =
-      shared.length > 0
-        ? shared
-        : runs.map((s) => s.pretrainSeconds).filter((x) => Number.isFinite(x) && x > 0);
-    return [
-      e.name,
-      [...new Set(runs.map((s) => gameTitle(s.game)))].join(", ") || DASH,
-      methods.join(", ") || DASH,
-      seeds.join(", ") || DASH,
-      planned !== undefined ? `${runs.length} / ${planned}` : String(runs.length),
-      walls.length > 0 ? formatDuration(walls.reduce((a, b) => a + b, 0)) : DASH,
-      e.info?.wallSeconds !== undefined ? formatDuration(e.info.wallSeconds) : DASH,
-      walls.length > 0 ? formatDuration(mean(walls)) : DASH,
-      pre.length > 0 ? formatDuration(pre.reduce((a, b) => a + b, 0)) : DASH,
-    ];
-  });
-  out.push(
-    table(
-      [
-        "experiment",
-        "game",
-        "methods",
-        "seeds",
-        "summaries",
-        "wall-clock (sum over runs)",
-        "grid wall-clock",
-        "wall-clock per run (mean)",
-        "pretraining (sum)",
-      ],
-      rows,
-    ),
-    "",
-  );
+/** A grid's row: its games, methods, seeds, summaries against those planned, and its times. */
+function experimentRow(e: Experiment): string[] {
+  const runs = e.runs.map((r) => r.summary);
+  const seeds = [...new Set([...(e.info?.seeds ?? []), ...runs.map((s) => s.seed)])].sort((a, b) => a - b);
+  const methods = [...new Set(runs.map((s) => s.name))].sort(compareMethodNames);
+  const planned =
+    e.info?.runs?.length ??
+    (e.info?.methods && e.info.seeds ? e.info.methods.length * e.info.seeds.length : undefined);
+  const walls = runs.map(wallOf).filter(Number.isFinite);
+  // Pretraining: the grid's shared base models (experiment.json), else what the runs did themselves.
+  const shared = (e.info?.pretrained ?? []).map((p) => p.seconds ?? Number.NaN).filter(Number.isFinite);
+  const pre =
+    shared.length > 0
+      ? shared
+      : runs.map((s) => s.pretrainSeconds).filter((x) => Number.isFinite(x) && x > 0);
+  return [
+    e.name,
+    [...new Set(runs.map((s) => gameTitle(s.game)))].join(", ") || DASH,
+    methods.join(", ") || DASH,
+    seeds.join(", ") || DASH,
+    planned !== undefined ? `${runs.length} / ${planned}` : String(runs.length),
+    walls.length > 0 ? formatDuration(walls.reduce((a, b) => a + b, 0)) : DASH,
+    e.info?.wallSeconds !== undefined ? formatDuration(e.info.wallSeconds) : DASH,
+    walls.length > 0 ? formatDuration(mean(walls)) : DASH,
+    pre.length > 0 ? formatDuration(pre.reduce((a, b) => a + b, 0)) : DASH,
+  ];
+}
 
-  // Machine and backend, from the summaries' meta (and experiment.json).
+/** The machines and backends the runs name in their meta (and experiment.json), and their commits. */
+function machinesNote(experiments: readonly Experiment[], out: string[]): void {
   const machines = new Map<string, number>();
   const commits = new Set<string>();
   for (const e of experiments) {
@@ -309,20 +332,6 @@ function reproduceSection(experiments: readonly Experiment[], o: ResultsOptions,
     );
   }
   if (commits.size > 0) out.push(`Commits of the runs: ${[...commits].sort().join(", ")}.`, "");
-  out.push(
-    "**Statistics.** A method's number is the mean over its seeds of the per-seed metric; brackets are 95% " +
-      "intervals of a hierarchical bootstrap (2,000 replicates, seeded): the seeds are resampled with " +
-      "replacement, then each drawn seed's trials are resampled from its outcome histogram (a multinomial " +
-      "draw). Differences A − B are paired: every replicate draws the seeds once and uses them for both " +
-      "methods (the seeds share one pretrained base model). Within a seed every method plays the same held-out deals, " +
-      "and where both summaries record each trial's outcome in trial order the trials are paired by deal too: a replicate " +
-      "draws trial indices once and takes both methods' trials at them. Where a summary lacks that record (written before " +
-      "it existed), the two methods' trials are redrawn independently within the seed and the difference errs on the wide " +
-      "side; the note under each difference table says which differences were paired by deal. Bold differences have an interval that excludes 0. " +
-      "Where a summary lacks its outcome histogram, only the seeds are resampled (said where it happens). " +
-      "Every number is a claim about the method at small scale: the model is thousands of times smaller than the paper's.",
-    "",
-  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -728,6 +737,18 @@ function trainingCurves(ctx: Ctx, eg: ExperimentGame): void {
   );
 }
 
+/** The attempts of a test-time scaling evaluation: evaluated with `Ks`, trained with `Kt`. */
+interface ScalingPlan {
+  ks: number[];
+  Ks: number;
+  Kt: number;
+  /** The game's score name. */
+  sn: string;
+  /** The success and score gains of attempts Kt+1..Ks (null when Ks ≤ Kt). */
+  extra: string | null;
+  extraScore: string | null;
+}
+
 function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
   const methods = eg.methods.filter((m) =>
     m.runs.some((r) => (r.summary.scalingEval?.cells.length ?? 0) > 0),
@@ -737,107 +758,126 @@ function scalingSection(ctx: Ctx, eg: ExperimentGame): void {
     ctx.out.push("No test-time scaling evaluation (`scalingEval`) in these summaries.", "");
     return;
   }
-  const cells = cellsOf(methods, "scaling");
   const Ks = Math.max(...methods.flatMap((m) => m.runs.map((r) => r.summary.scalingEval?.attempts ?? 0)));
   const Kt = Math.max(1, ...methods.map(methodAttempts));
-  const ks = Array.from({ length: Ks }, (_, i) => i + 1);
-  const sn = scoreName(eg.game);
-  const extra = Ks > Kt ? `success@${Ks}-success@${Kt}` : null;
-  const extraScore = Ks > Kt ? `score@${Ks}-score@${Kt}` : null;
+  const p: ScalingPlan = {
+    ks: Array.from({ length: Ks }, (_, i) => i + 1),
+    Ks,
+    Kt,
+    sn: scoreName(eg.game),
+    extra: Ks > Kt ? `success@${Ks}-success@${Kt}` : null,
+    extraScore: Ks > Kt ? `score@${Ks}-score@${Kt}` : null,
+  };
   ctx.out.push(
     `The trained models evaluated again with ${Ks} attempts (training used ${Kt}), same held-out seeds. ` +
-      `Gain of attempts ${Kt + 1}–${Ks}: success@${Ks} − success@${Kt} and ${sn}@${Ks} − ${sn}@${Kt}, per seed, bootstrapped.`,
+      `Gain of attempts ${Kt + 1}–${Ks}: success@${Ks} − success@${Kt} and ${p.sn}@${Ks} − ${p.sn}@${Kt}, per seed, bootstrapped.`,
     "",
   );
-  for (const cell of cells) {
+  for (const cell of cellsOf(methods, "scaling")) {
     const present = methods.filter((m) => seedMetrics(m, cell.opponent, cell.seat, "scaling").length > 0);
-    const seedsOnly = present.filter((m) => noteSeedOnly(ctx, m, cell, "scaling")).map((m) => m.name);
-    const rows = present.map((m) => {
-      const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat, "scaling"), kind);
-      const val = (stat: string, kind: Kind) => {
-        const x = methodEstimate(ctx.bs, m, cell, stat, "scaling");
-        return Number.isFinite(x.mean) ? fmt(x.mean, kind) : DASH;
-      };
-      return [
-        m.name,
-        String(seedMetrics(m, cell.opponent, cell.seat, "scaling").length),
-        ...ks.map((k) => val(`success@${k}`, "rate")),
-        ...ks.map((k) => val(`score@${k}`, "score")),
-        extra ? e(extra, "rate") : DASH,
-        extraScore ? e(extraScore, "score") : DASH,
-      ];
-    });
     ctx.out.push(
       `#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`,
       "",
-      table(
-        [
-          "method",
-          "seeds",
-          ...ks.map((k) => `success@${k}`),
-          ...ks.map((k) => `${sn}@${k}`),
-          `success gain ${Kt + 1}–${Ks}`,
-          `${sn} gain ${Kt + 1}–${Ks}`,
-        ],
-        rows,
-      ) + seedOnlyNote(seedsOnly),
+      scalingTable(ctx, present, cell, p),
       "",
     );
-    const mage = findMethod(present, MAGE);
-    if (mage && extra && extraScore) {
-      const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
-      const diffs = present
-        .filter((m) => m !== mage && RL_BASELINES.includes(m.name))
-        .map((m) => {
-          const ds = [
-            pairedDifference(ctx.bs, mage, m, cell, extra, "scaling"),
-            pairedDifference(ctx.bs, mage, m, cell, extraScore, "scaling"),
-          ];
-          pairing.push({ label: `${MAGE} − ${m.name}`, estimates: ds });
-          return [`${MAGE} − ${m.name}`, est(ds[0], "rate", true), est(ds[1], "score", true)];
-        });
-      if (diffs.length > 0) {
-        ctx.out.push(
-          `MAGE against the single-episode RL baselines (paired), gain of attempts ${Kt + 1}–${Ks}:`,
-          "",
-          table(["difference", `Δ success gain ${Kt + 1}–${Ks}`, `Δ ${sn} gain ${Kt + 1}–${Ks}`], diffs) +
-            trialPairingNote(pairing),
-          "",
-        );
-      }
-    }
-    const images: string[] = [];
-    for (const f of [
-      { prefix: "success@", label: "success@k", percent: true },
-      { prefix: "score@", label: `${sn}@k`, percent: false },
-    ]) {
-      const series: LineSeries[] = present.map((m) => ({
-        name: m.name,
-        color: PALETTE[eg.methods.indexOf(m) % PALETTE.length],
-        points: ks.map((k) => {
-          const x = methodEstimate(ctx.bs, m, cell, `${f.prefix}${k}`, "scaling");
-          return { x: k, y: x.mean, lo: x.lo, hi: x.hi };
-        }),
-      }));
-      images.push(
-        ctx.plots.add(
-          [eg.experiment.name, eg.game, "scaling", f.prefix.replace("@", ""), cell.opponent, cell.seat],
-          lineChart({
-            title: `Test-time scaling: ${f.label}, ${cellLabel(cell)}`,
-            subtitle: `${eg.experiment.name}: trained with ${Kt} attempts, evaluated with ${Ks}; 95% intervals`,
-            x: { label: "attempts k", integer: true, min: 1, max: Ks },
-            y: f.percent
-              ? { label: f.label, percent: true, min: 0, max: 1 }
-              : { label: f.label, zeroLine: true },
-            series,
-            intervals: "bars",
-          }),
-          `test-time scaling, ${f.label}`,
-        ),
-      );
-    }
-    ctx.out.push(images.join("\n"), "");
+    scalingDifferences(ctx, present, cell, p);
+    ctx.out.push(scalingCharts(ctx, eg, present, cell, p).join("\n"), "");
   }
+}
+
+/** Per method: success@k and score@k with k attempts, and the gain of the attempts beyond training's. */
+function scalingTable(ctx: Ctx, present: MethodRuns[], cell: CellRef, p: ScalingPlan): string {
+  const seedsOnly = present.filter((m) => noteSeedOnly(ctx, m, cell, "scaling")).map((m) => m.name);
+  const rows = present.map((m) => {
+    const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat, "scaling"), kind);
+    const val = (stat: string, kind: Kind) => {
+      const x = methodEstimate(ctx.bs, m, cell, stat, "scaling");
+      return Number.isFinite(x.mean) ? fmt(x.mean, kind) : DASH;
+    };
+    return [
+      m.name,
+      String(seedMetrics(m, cell.opponent, cell.seat, "scaling").length),
+      ...p.ks.map((k) => val(`success@${k}`, "rate")),
+      ...p.ks.map((k) => val(`score@${k}`, "score")),
+      p.extra ? e(p.extra, "rate") : DASH,
+      p.extraScore ? e(p.extraScore, "score") : DASH,
+    ];
+  });
+  return (
+    table(
+      [
+        "method",
+        "seeds",
+        ...p.ks.map((k) => `success@${k}`),
+        ...p.ks.map((k) => `${p.sn}@${k}`),
+        `success gain ${p.Kt + 1}–${p.Ks}`,
+        `${p.sn} gain ${p.Kt + 1}–${p.Ks}`,
+      ],
+      rows,
+    ) + seedOnlyNote(seedsOnly)
+  );
+}
+
+/** MAGE against the single-episode RL baselines, paired: the gain of the attempts beyond training's. */
+function scalingDifferences(ctx: Ctx, present: MethodRuns[], cell: CellRef, p: ScalingPlan): void {
+  const mage = findMethod(present, MAGE);
+  const { extra, extraScore } = p;
+  if (!mage || !extra || !extraScore) return;
+  const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
+  const diffs = present
+    .filter((m) => m !== mage && RL_BASELINES.includes(m.name))
+    .map((m) => {
+      const ds = [
+        pairedDifference(ctx.bs, mage, m, cell, extra, "scaling"),
+        pairedDifference(ctx.bs, mage, m, cell, extraScore, "scaling"),
+      ];
+      pairing.push({ label: `${MAGE} − ${m.name}`, estimates: ds });
+      return [`${MAGE} − ${m.name}`, est(ds[0], "rate", true), est(ds[1], "score", true)];
+    });
+  if (diffs.length === 0) return;
+  ctx.out.push(
+    `MAGE against the single-episode RL baselines (paired), gain of attempts ${p.Kt + 1}–${p.Ks}:`,
+    "",
+    table(["difference", `Δ success gain ${p.Kt + 1}–${p.Ks}`, `Δ ${p.sn} gain ${p.Kt + 1}–${p.Ks}`], diffs) +
+      trialPairingNote(pairing),
+    "",
+  );
+}
+
+/** success@k and score@k against k, one line per method, with 95% intervals. */
+function scalingCharts(
+  ctx: Ctx,
+  eg: ExperimentGame,
+  present: MethodRuns[],
+  cell: CellRef,
+  p: ScalingPlan,
+): string[] {
+  return [
+    { prefix: "success@", label: "success@k", percent: true },
+    { prefix: "score@", label: `${p.sn}@k`, percent: false },
+  ].map((f) => {
+    const series: LineSeries[] = present.map((m) => ({
+      name: m.name,
+      color: PALETTE[eg.methods.indexOf(m) % PALETTE.length],
+      points: p.ks.map((k) => {
+        const x = methodEstimate(ctx.bs, m, cell, `${f.prefix}${k}`, "scaling");
+        return { x: k, y: x.mean, lo: x.lo, hi: x.hi };
+      }),
+    }));
+    return ctx.plots.add(
+      [eg.experiment.name, eg.game, "scaling", f.prefix.replace("@", ""), cell.opponent, cell.seat],
+      lineChart({
+        title: `Test-time scaling: ${f.label}, ${cellLabel(cell)}`,
+        subtitle: `${eg.experiment.name}: trained with ${p.Kt} attempts, evaluated with ${p.Ks}; 95% intervals`,
+        x: { label: "attempts k", integer: true, min: 1, max: p.Ks },
+        y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
+        series,
+        intervals: "bars",
+      }),
+      `test-time scaling, ${f.label}`,
+    );
+  });
 }
 
 interface BaseOfRun {
