@@ -8,7 +8,7 @@
 import { parseArgs } from "node:util";
 import { UsageError } from "../../core/errors.js";
 import { isLoopbackHost } from "../../serve/auth.js";
-import { SERVE_DEFAULTS, type ServeHandle, startServer } from "../../serve/server.js";
+import { SERVE_DEFAULTS, type ServeHandle, type ServeOptions, startServer } from "../../serve/server.js";
 import { apiKeyFromEnvFlag, intFlag, untilSignal } from "../args.js";
 import type { Command } from "../command.js";
 import { openServeModel } from "../serve-model.js";
@@ -24,15 +24,11 @@ export interface ServeCliResult {
   modelName: string;
 }
 
-/** Parses the flags, opens the model and starts the server (no signal handling). */
-export async function startServeFromArgs(
-  argv: string[],
-  env: NodeJS.ProcessEnv = process.env,
-  log: (line: string) => void = (l) => console.error(l),
-): Promise<ServeCliResult> {
-  let values: Record<string, string | boolean | undefined>;
+type Values = Record<string, string | boolean | undefined>;
+
+function parseServeFlags(argv: string[]): Values {
   try {
-    ({ values } = parseArgs({
+    return parseArgs({
       args: argv,
       options: {
         checkpoint: { type: "string" },
@@ -56,61 +52,64 @@ export async function startServeFromArgs(
       },
       strict: true,
       allowPositionals: false,
-    }));
+    }).values;
   } catch (err) {
     throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
   }
+}
+
+/** The server's options from the flags, all but the model and the log. */
+function serverFlags(
+  values: Values,
+  env: NodeJS.ProcessEnv,
+): Omit<ServeOptions, "engine" | "modelName" | "log"> {
+  const str = (k: string) => values[k] as string | undefined;
+  return {
+    host: str("host") ?? SERVE_DEFAULTS.host,
+    port: intFlag("port", str("port"), { max: 65535 }) ?? SERVE_DEFAULTS.port,
+    maxConcurrent:
+      intFlag("max-concurrent", str("max-concurrent"), { min: 1 }) ?? SERVE_DEFAULTS.maxConcurrent,
+    maxTokens: intFlag("max-tokens", str("max-tokens"), { min: 1 }) ?? SERVE_DEFAULTS.maxTokens,
+    maxBatch: intFlag("max-batch", str("max-batch"), { min: 1 }) ?? SERVE_DEFAULTS.maxBatch,
+    batchWindowMs: intFlag("batch-window-ms", str("batch-window-ms")) ?? SERVE_DEFAULTS.batchWindowMs,
+    batchMaxWaitMs: intFlag("batch-max-wait-ms", str("batch-max-wait-ms")) ?? SERVE_DEFAULTS.batchMaxWaitMs,
+    maxBodyBytes:
+      intFlag("max-body-bytes", str("max-body-bytes"), { min: 1024 }) ?? SERVE_DEFAULTS.maxBodyBytes,
+    seed: intFlag("seed", str("seed")),
+    apiKey: apiKeyFromEnvFlag(str("api-key-env"), env),
+  };
+}
+
+/** Parses the flags, opens the model and starts the server (no signal handling). */
+export async function startServeFromArgs(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  log: (line: string) => void = (l) => console.error(l),
+): Promise<ServeCliResult> {
+  const values = parseServeFlags(argv);
   const str = (k: string) => values[k] as string | undefined;
   if (str("checkpoint") === undefined && str("model") === undefined)
     throw new UsageError(`--checkpoint DIR or --model DIR is required\nusage: ${USAGE}`);
-  const host = (values.host as string | undefined) ?? SERVE_DEFAULTS.host;
-  const port = intFlag("port", values.port as string | undefined, { max: 65535 }) ?? SERVE_DEFAULTS.port;
-  const maxConcurrent =
-    intFlag("max-concurrent", values["max-concurrent"] as string | undefined, { min: 1 }) ??
-    SERVE_DEFAULTS.maxConcurrent;
-  const maxTokens =
-    intFlag("max-tokens", values["max-tokens"] as string | undefined, { min: 1 }) ?? SERVE_DEFAULTS.maxTokens;
-  const maxBatch =
-    intFlag("max-batch", values["max-batch"] as string | undefined, { min: 1 }) ?? SERVE_DEFAULTS.maxBatch;
-  const windowMs =
-    intFlag("batch-window-ms", values["batch-window-ms"] as string | undefined) ??
-    SERVE_DEFAULTS.batchWindowMs;
-  const maxWaitMs =
-    intFlag("batch-max-wait-ms", values["batch-max-wait-ms"] as string | undefined) ??
-    SERVE_DEFAULTS.batchMaxWaitMs;
-  const maxBody =
-    intFlag("max-body-bytes", values["max-body-bytes"] as string | undefined, { min: 1024 }) ??
-    SERVE_DEFAULTS.maxBodyBytes;
-  const seed = intFlag("seed", values.seed as string | undefined);
-  const apiKey = apiKeyFromEnvFlag(values["api-key-env"] as string | undefined, env);
-  const threads = intFlag("threads", str("threads"));
+  const flags = serverFlags(values, env);
+  const host = flags.host ?? SERVE_DEFAULTS.host;
+  const port = flags.port ?? SERVE_DEFAULTS.port;
   const served = await openServeModel(
     {
       checkpoint: str("checkpoint"),
       model: str("model"),
       kernels: str("kernels"),
-      threads,
+      threads: intFlag("threads", str("threads")),
       device: str("device"),
       dtype: str("dtype"),
     },
     env,
   );
   const modelName = str("model-name") ?? served.name;
-  const quiet = values.quiet === true;
   const handle = await startServer({
+    ...flags,
     engine: served.backend,
     modelName,
-    host,
-    port,
-    apiKey,
-    maxConcurrent,
-    maxTokens,
-    maxBatch,
-    batchWindowMs: windowMs,
-    batchMaxWaitMs: maxWaitMs,
-    maxBodyBytes: maxBody,
-    seed,
-    log: quiet ? undefined : log,
+    log: values.quiet === true ? undefined : log,
   }).catch(async (err: NodeJS.ErrnoException) => {
     await served.backend.close();
     if (err?.code === "EADDRINUSE")
@@ -120,9 +119,9 @@ export async function startServeFromArgs(
     throw err;
   });
   log(
-    `mage serve: "${modelName}" (${served.description}) at ${handle.baseUrl}${apiKey ? " (API key required)" : ""}`,
+    `mage serve: "${modelName}" (${served.description}) at ${handle.baseUrl}${flags.apiKey ? " (API key required)" : ""}`,
   );
-  if (!isLoopbackHost(host) && !apiKey)
+  if (!isLoopbackHost(host) && !flags.apiKey)
     log(`mage serve: WARNING listening on ${host} without --api-key-env: anyone who can reach it can use it`);
   return { handle, modelName };
 }
