@@ -956,32 +956,49 @@ function sameBaseReference(
   return best;
 }
 
+/** The MAGE (and LaMer-style) runs the ablation variants are paired with, and where they come from. */
+interface AblationReference {
+  mage: MethodRuns | undefined;
+  lamer: MethodRuns | undefined;
+  /** Empty when MAGE is in the same grid, else where it was taken from (or why there is none). */
+  from: string;
+}
+
+function ablationReference(ctx: Ctx, eg: ExperimentGame, variants: MethodRuns[]): AblationReference {
+  const mage = findMethod(eg.methods, MAGE);
+  // LaMer-style beside its one-change variant, so that both halves of MAGE's recipe are in the table.
+  const withCreditVariant = variants.some((v) => v.name === "lamer-agent-scope");
+  const lamer = withCreditVariant ? findMethod(eg.methods, LAMER) : undefined;
+  if (mage) return { mage, lamer, from: "" };
+  const reference = sameBaseReference(ctx.all, eg.game, variants);
+  if (!reference)
+    return {
+      mage: undefined,
+      lamer,
+      from: " (no MAGE run of another experiment started from these runs' base models, so there is no paired reference)",
+    };
+  const rebuilt = rebuiltSeeds(variants, reference.mage);
+  const across =
+    rebuilt.length > 0
+      ? `; on seed${rebuilt.length > 1 ? "s" : ""} ${rebuilt.join(", ")} some pairs started from two builds of ` +
+        "the base, with other weights from another machine's rounding"
+      : "";
+  return {
+    mage: reference.mage,
+    lamer: withCreditVariant ? (lamer ?? reference.lamer ?? undefined) : undefined,
+    from: ` (MAGE taken from experiment ${reference.experiment}, paired on the seeds whose runs started from the same pretrained base model${across})`,
+  };
+}
+
 function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
   const variants = eg.methods.filter((m) => ABLATION_METHODS.includes(m.name));
   if (variants.length === 0) return;
-  let mage = findMethod(eg.methods, MAGE);
-  let from = "";
-  // LaMer-style beside its one-change variant, so that both halves of MAGE's recipe are in the table.
-  const withCreditVariant = variants.some((v) => v.name === "lamer-agent-scope");
-  let lamer = withCreditVariant ? findMethod(eg.methods, LAMER) : undefined;
-  if (!mage) {
-    const reference = sameBaseReference(ctx.all, eg.game, variants);
-    mage = reference?.mage;
-    if (withCreditVariant) lamer ??= reference?.lamer ?? undefined;
-    const rebuilt = reference ? rebuiltSeeds(variants, reference.mage) : [];
-    const across =
-      rebuilt.length > 0
-        ? `; on seed${rebuilt.length > 1 ? "s" : ""} ${rebuilt.join(", ")} some pairs started from two builds of ` +
-          "the base, with other weights from another machine's rounding"
-        : "";
-    from = reference
-      ? ` (MAGE taken from experiment ${reference.experiment}, paired on the seeds whose runs started from the same pretrained base model${across})`
-      : " (no MAGE run of another experiment started from these runs' base models, so there is no paired reference)";
-  }
+  const ref = ablationReference(ctx, eg, variants);
+  const { mage, lamer } = ref;
   ctx.out.push(
     "### Ablations",
     "",
-    `MAGE with one change each${from}. Δ = variant − MAGE, paired over seeds.`,
+    `MAGE with one change each${ref.from}. Δ = variant − MAGE, paired over seeds.`,
     "",
     ...variants.map((v) => `- \`${v.name}\`: ${METHOD_DESCRIPTIONS[v.name] ?? "a MAGE variant"}`),
     ...(lamer
@@ -989,67 +1006,78 @@ function ablationSection(ctx: Ctx, eg: ExperimentGame): void {
       : []),
     "",
   );
-  const cells = cellsOf(variants, "final");
+  const list = [...(mage ? [mage] : []), ...variants, ...(lamer ? [lamer] : [])];
+  for (const cell of cellsOf(variants, "final")) ablationTable(ctx, eg, list, mage, cell);
+  if (mage) widePoolVerdict(ctx, eg, variants, mage);
+}
+
+/** One cell's table: each method's score@1, final and gain, and its paired difference to MAGE. */
+function ablationTable(
+  ctx: Ctx,
+  eg: ExperimentGame,
+  list: MethodRuns[],
+  mage: MethodRuns | undefined,
+  cell: CellRef,
+): void {
+  const rows: string[][] = [];
+  const seedsOnly: string[] = [];
+  const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
+  for (const m of list) {
+    const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
+    if (n === 0) continue;
+    if (noteSeedOnly(ctx, m, cell)) seedsOnly.push(m.name);
+    const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat), kind);
+    const diffs: BootstrapEstimate[] = [];
+    if (mage && m !== mage) pairing.push({ label: `${m.name} − ${MAGE}`, estimates: diffs });
+    const d = (stat: string, kind: Kind) => {
+      if (!mage || m === mage) return DASH;
+      const x = pairedDifference(ctx.bs, m, mage, cell, stat);
+      diffs.push(x);
+      return est(x, kind, true);
+    };
+    rows.push([
+      m === mage ? `${m.name} (reference)` : m.name,
+      String(n),
+      e("score@1", "score"),
+      e("final", "score"),
+      e("gain", "score"),
+      d("score@1", "score"),
+      d("final", "score"),
+      d("gain", "score"),
+    ]);
+  }
+  if (rows.length === 0) return;
   const sn = scoreName(eg.game);
-  for (const cell of cells) {
-    const rows: string[][] = [];
-    const seedsOnly: string[] = [];
-    const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
-    const list = [...(mage ? [mage] : []), ...variants, ...(lamer ? [lamer] : [])];
-    for (const m of list) {
-      const n = seedMetrics(m, cell.opponent, cell.seat, "final").length;
-      if (n === 0) continue;
-      if (noteSeedOnly(ctx, m, cell)) seedsOnly.push(m.name);
-      const e = (stat: string, kind: Kind) => est(methodEstimate(ctx.bs, m, cell, stat), kind);
-      const diffs: BootstrapEstimate[] = [];
-      if (mage && m !== mage) pairing.push({ label: `${m.name} − ${MAGE}`, estimates: diffs });
-      const d = (stat: string, kind: Kind) => {
-        if (!mage || m === mage) return DASH;
-        const x = pairedDifference(ctx.bs, m, mage, cell, stat);
-        diffs.push(x);
-        return est(x, kind, true);
-      };
-      rows.push([
-        m === mage ? `${m.name} (reference)` : m.name,
-        String(n),
-        e("score@1", "score"),
-        e("final", "score"),
-        e("gain", "score"),
-        d("score@1", "score"),
-        d("final", "score"),
-        d("gain", "score"),
-      ]);
-    }
-    if (rows.length === 0) continue;
-    ctx.out.push(
-      `#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`,
-      "",
-      table(
-        ["method", "seeds", `${sn}@1`, "final", "in-trial gain", `Δ ${sn}@1`, "Δ final", "Δ in-trial gain"],
-        rows,
-      ) +
-        seedOnlyNote(seedsOnly) +
-        trialPairingNote(pairing),
-      "",
-    );
-  }
+  ctx.out.push(
+    `#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`,
+    "",
+    table(
+      ["method", "seeds", `${sn}@1`, "final", "in-trial gain", `Δ ${sn}@1`, "Δ final", "Δ in-trial gain"],
+      rows,
+    ) +
+      seedOnlyNote(seedsOnly) +
+      trialPairingNote(pairing),
+    "",
+  );
+}
+
+/** Kuhn: whether a wider training pool raises attempt-1 chips against the unseen cfr. */
+function widePoolVerdict(ctx: Ctx, eg: ExperimentGame, variants: MethodRuns[], mage: MethodRuns): void {
   const wide = findMethod(variants, "mage-wide-pool");
-  if (wide && mage && eg.game === "kuhn") {
-    const d = pairedDifference(ctx.bs, wide, mage, { opponent: "cfr", seat: "second" }, "score@1");
-    if (Number.isFinite(d.mean)) {
-      const verdict =
-        d.lo > 1e-9
-          ? "yes: it raises"
-          : d.hi < -1e-9
-            ? "no: it lowers"
-            : "not clearly: the interval includes 0 for";
-      ctx.out.push(
-        `Does the wider pool raise attempt-1 chips against the unseen cfr (agent second)? ${verdict} chips@1 ` +
-          `(mage-wide-pool − mage = ${est(d, "score")}, ${d.seeds.length} paired seeds).`,
-        "",
-      );
-    }
-  }
+  if (!wide || eg.game !== "kuhn") return;
+  const d = pairedDifference(ctx.bs, wide, mage, { opponent: "cfr", seat: "second" }, "score@1");
+  if (!Number.isFinite(d.mean)) return;
+  const verdict =
+    d.lo > 1e-9
+      ? "yes: it raises"
+      : d.hi < -1e-9
+        ? "no: it lowers"
+        : "not clearly: the interval includes 0 for";
+  ctx.out.push(
+    `Does the wider pool raise attempt-1 chips against the unseen cfr (agent second)? ${verdict} chips@1 ` +
+      `(mage-wide-pool − mage = ${est(d, "score")}, ${d.seeds.length} paired seeds).`,
+    "",
+  );
 }
 
 function diversitySection(ctx: Ctx, files: readonly DiversityFile[], game: string): void {
