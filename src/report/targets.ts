@@ -283,56 +283,76 @@ function kuhnTargets(
       : notRun(game, finalT, "MAGE has no cfr / agent second cell"),
   );
 
-  // Seen pool: every seen cell of MAGE's final evaluation.
+  out.push(...seenPoolTargets(bs, mage, poolT, bestPossible));
+  out.push(rlBaselineTarget(bs, main, mage, rlT));
+  out.push(lamerTarget(bs, main, mage, lamerT));
+  out.push(...scalingTargets(bs, main, game));
+  out.push(diversityTarget(game, diversity));
+  return out;
+}
+
+/** Kuhn: MAGE's final chips in every seen cell of its final evaluation, against the opponent's best possible. */
+function seenPoolTargets(
+  bs: HierarchicalBootstrap,
+  mage: MethodRuns,
+  poolT: string,
+  bestPossible: (opponent: string, seat: string) => number | undefined,
+): TargetLine[] {
+  const game = "kuhn";
   const seen = new Map<string, { opponent: string; seat: string }>();
   for (const r of mage.runs) {
     for (const c of r.summary.finalEval?.cells ?? []) {
       if (!c.unseen) seen.set(`${c.opponent}\u0000${c.seat}`, { opponent: c.opponent, seat: c.seat });
     }
   }
-  if (seen.size === 0) out.push(notRun(game, poolT, "MAGE was not evaluated against the seen pool"));
-  for (const c of seen.values()) {
+  if (seen.size === 0) return [notRun(game, poolT, "MAGE was not evaluated against the seen pool")];
+  return [...seen.values()].map((c) => {
     const best = bestPossible(c.opponent, c.seat);
     const t = `${poolT}: ${c.opponent}, agent ${c.seat}`;
-    if (best === undefined) {
-      out.push(notRun(game, t, `no exact best-possible value for ${c.opponent} (agent ${c.seat})`));
-      continue;
-    }
+    if (best === undefined)
+      return notRun(game, t, `no exact best-possible value for ${c.opponent} (agent ${c.seat})`);
     const e = methodEstimate(bs, mage, c, "final");
-    out.push(
-      line(
-        game,
-        t,
-        `${formatInterval(e, "score")}; best possible ${formatScore(best)}`,
-        atLeast(e, best - KUHN_TARGETS.poolTolerance),
-      ),
+    return line(
+      game,
+      t,
+      `${formatInterval(e, "score")}; best possible ${formatScore(best)}`,
+      atLeast(e, best - KUHN_TARGETS.poolTolerance),
     );
-  }
+  });
+}
 
+/** Kuhn: MAGE against the single-episode RL baseline with the best mean gain vs cfr, agent second. */
+function rlBaselineTarget(
+  bs: HierarchicalBootstrap,
+  main: ExperimentGame,
+  mage: MethodRuns,
+  rlT: string,
+): TargetLine {
+  const cfr = { opponent: "cfr", seat: "second" };
   const best = bestBaseline(bs, main.methods, RL_BASELINES, cfr, "gain");
-  if (!best) {
-    out.push(notRun(game, rlT, "no GRPO/GiGPO summaries with a cfr / agent second cell"));
-  } else {
-    const d = pairedDifference(bs, mage, best.method, cfr, "gain");
-    out.push(
-      line(
-        game,
-        rlT,
-        `best baseline ${best.method.name} (gain ${formatInterval(best.estimate, "score")}); MAGE − ${best.method.name} ${formatInterval(d, "score")}`,
-        clearlyAbove(d, KUHN_TARGETS.rlGainMargin),
-      ),
-    );
-  }
+  if (!best) return notRun("kuhn", rlT, "no GRPO/GiGPO summaries with a cfr / agent second cell");
+  const d = pairedDifference(bs, mage, best.method, cfr, "gain");
+  return line(
+    "kuhn",
+    rlT,
+    `best baseline ${best.method.name} (gain ${formatInterval(best.estimate, "score")}); MAGE − ${best.method.name} ${formatInterval(d, "score")}`,
+    clearlyAbove(d, KUHN_TARGETS.rlGainMargin),
+  );
+}
+
+/** Kuhn: MAGE − LaMer-style in-trial gain vs cfr, agent second. */
+function lamerTarget(
+  bs: HierarchicalBootstrap,
+  main: ExperimentGame,
+  mage: MethodRuns,
+  lamerT: string,
+): TargetLine {
+  const cfr = { opponent: "cfr", seat: "second" };
   const lamer = findMethod(main.methods, LAMER);
-  if (!lamer || seedMetrics(lamer, cfr.opponent, cfr.seat, "final").length === 0) {
-    out.push(notRun(game, lamerT, "no LaMer-style summaries"));
-  } else {
-    const d = pairedDifference(bs, mage, lamer, cfr, "gain");
-    out.push(line(game, lamerT, `MAGE − lamer ${formatInterval(d, "score")}`, clearlyAbove(d)));
-  }
-  out.push(...scalingTargets(bs, main, game));
-  out.push(diversityTarget(game, diversity));
-  return out;
+  if (!lamer || seedMetrics(lamer, cfr.opponent, cfr.seat, "final").length === 0)
+    return notRun("kuhn", lamerT, "no LaMer-style summaries");
+  const d = pairedDifference(bs, mage, lamer, cfr, "gain");
+  return line("kuhn", lamerT, `MAGE − lamer ${formatInterval(d, "score")}`, clearlyAbove(d));
 }
 
 function tictactoeTargets(
