@@ -170,34 +170,50 @@ export class TorchWorker {
 
   private async launch(opts: TorchWorkerOptions, env: NodeJS.ProcessEnv): Promise<void> {
     const sock = join(this.dir, "learner.sock");
-    const root = PACKAGE_ROOT;
-    const pyPath = join(root, "python");
-    const workerEnv: NodeJS.ProcessEnv = {
-      ...env,
-      PYTHONPATH: env.PYTHONPATH ? `${pyPath}${delimiter}${env.PYTHONPATH}` : pyPath,
-      PYTHONUNBUFFERED: "1",
-      // OpenMP threads that spin while waiting turn a busy CPU (the trainer, another worker, a
-      // second run) into 10-20x slower steps: 2.5 s instead of 0.15 s per decode step measured
-      // with one other process on 2 cores. Passive waiting costs little when the CPU is free.
-      OMP_WAIT_POLICY: env.OMP_WAIT_POLICY ?? "PASSIVE",
-    };
-    let argv: string[];
-    if (opts.command) argv = opts.command.map((a) => a.replaceAll("{socket}", sock));
-    else if (this.processes > 1)
-      argv = [
-        this.python,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        `--nproc-per-node=${this.processes}`,
-        "-m",
-        "mage_learner.worker",
-        "--connect",
-        sock,
-      ];
-    else argv = [this.python, "-m", "mage_learner.worker", "--connect", sock];
+    const connected = this.listen(sock);
+    const exited = this.spawn(this.argvFor(opts, sock), workerEnvironment(env));
+    const startMs = opts.startTimeoutMs ?? 120_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new TorchWorkerError(
+              "start",
+              `the learner worker did not connect within ${startMs / 1000} s`,
+              this.stderrTail(),
+            ),
+          ),
+        startMs,
+      );
+    });
+    try {
+      this.attach(await Promise.race([connected, exited, timeout]));
+      this.hello = await this.handshake([exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+      exited.catch(() => {});
+    }
+  }
 
-    const connected = new Promise<Socket>((resolve, reject) => {
+  /** The worker's command line: one process, torchrun over `processes`, or the options' own command. */
+  private argvFor(opts: TorchWorkerOptions, sock: string): string[] {
+    if (opts.command) return opts.command.map((a) => a.replaceAll("{socket}", sock));
+    const worker = ["-m", "mage_learner.worker", "--connect", sock];
+    if (this.processes <= 1) return [this.python, ...worker];
+    return [
+      this.python,
+      "-m",
+      "torch.distributed.run",
+      "--standalone",
+      `--nproc-per-node=${this.processes}`,
+      ...worker,
+    ];
+  }
+
+  /** Listens on the Unix socket the worker connects to; resolves with its first connection. */
+  private listen(sock: string): Promise<Socket> {
+    return new Promise<Socket>((resolve, reject) => {
       const server = createServer((s) => {
         if (this.socket) {
           s.destroy();
@@ -209,6 +225,10 @@ export class TorchWorker {
       server.listen(sock);
       this.server = server;
     });
+  }
+
+  /** Starts the worker; the promise rejects when it cannot start or exits (it never resolves). */
+  private spawn(argv: string[], workerEnv: NodeJS.ProcessEnv): Promise<never> {
     // Its own process group: a Ctrl-C in the terminal reaches mage (which stops after the current
     // iteration and checkpoints), not the worker in the middle of a request. A trainer that dies
     // closes the socket, and the worker exits at the end of its stream.
@@ -231,42 +251,24 @@ export class TorchWorker {
     });
     this.watchOutput(child);
     child.on("close", (code, signal) => this.onExit(code, signal));
+    return exited;
+  }
 
-    const startMs = opts.startTimeoutMs ?? 120_000;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new TorchWorkerError(
-              "start",
-              `the learner worker did not connect within ${startMs / 1000} s`,
-              this.stderrTail(),
-            ),
-          ),
-        startMs,
+  /** Says hello and checks the worker speaks this trainer's protocol version. */
+  private async handshake(failures: Promise<never>[]): Promise<HelloReply> {
+    // MAGE_LEARNER_PROTOCOL_OVERRIDE makes this trainer claim another version (to test the worker's refusal).
+    const claimed = Number(process.env.MAGE_LEARNER_PROTOCOL_OVERRIDE ?? LEARNER_PROTOCOL);
+    const reply = await Promise.race([this.request("hello", { protocol: claimed }), ...failures]);
+    const h = reply.header as unknown as HelloReply;
+    if (h.protocol !== LEARNER_PROTOCOL)
+      throw new TorchWorkerError(
+        "protocol",
+        `the learner worker speaks protocol ${h.protocol} but this mage speaks ${LEARNER_PROTOCOL}: ` +
+          "the Python package and the TypeScript build are from different versions. Update both from one " +
+          "checkout (git pull && npm run build), and reinstall the Python side (`node scripts/python-env.mjs`, " +
+          "or point model.torch.python at an environment built from this checkout)",
       );
-    });
-    try {
-      const socket = await Promise.race([connected, exited, timeout]);
-      this.attach(socket);
-      // MAGE_LEARNER_PROTOCOL_OVERRIDE makes this trainer claim another version (to test the worker's refusal).
-      const claimed = Number(process.env.MAGE_LEARNER_PROTOCOL_OVERRIDE ?? LEARNER_PROTOCOL);
-      const reply = await Promise.race([this.request("hello", { protocol: claimed }), exited, timeout]);
-      const h = reply.header as unknown as HelloReply;
-      if (h.protocol !== LEARNER_PROTOCOL)
-        throw new TorchWorkerError(
-          "protocol",
-          `the learner worker speaks protocol ${h.protocol} but this mage speaks ${LEARNER_PROTOCOL}: ` +
-            "the Python package and the TypeScript build are from different versions. Update both from one " +
-            "checkout (git pull && npm run build), and reinstall the Python side (`node scripts/python-env.mjs`, " +
-            "or point model.torch.python at an environment built from this checkout)",
-        );
-      this.hello = h;
-    } finally {
-      clearTimeout(timer);
-      exited.catch(() => {});
-    }
+    return h;
   }
 
   private startFailure(): Error {
@@ -539,4 +541,18 @@ export class TorchWorker {
     this.server = null;
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** The worker's environment: this package's Python on the path, unbuffered output, passive OpenMP waits. */
+function workerEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const pyPath = join(PACKAGE_ROOT, "python");
+  return {
+    ...env,
+    PYTHONPATH: env.PYTHONPATH ? `${pyPath}${delimiter}${env.PYTHONPATH}` : pyPath,
+    PYTHONUNBUFFERED: "1",
+    // OpenMP threads that spin while waiting turn a busy CPU (the trainer, another worker, a
+    // second run) into 10-20x slower steps: 2.5 s instead of 0.15 s per decode step measured
+    // with one other process on 2 cores. Passive waiting costs little when the CPU is free.
+    OMP_WAIT_POLICY: env.OMP_WAIT_POLICY ?? "PASSIVE",
+  };
 }
