@@ -567,6 +567,114 @@ export function evaluationOpponents(cfrIterations: number): string[] {
   ];
 }
 
+/** The rows of the calibration's tables that are computed per opponent and seat. */
+interface OpponentRows {
+  fixed: FixedRow[];
+  winnable: WinnableRow[];
+  multi: MultiRow[];
+  cfrDeals: { first: DealPlay[]; second: DealPlay[] };
+}
+
+/** One opponent in one seat, with the pool best responses and the attempts of a trial. */
+interface OpponentSeat {
+  spec: string;
+  opp: KuhnPolicy;
+  seat: Seat;
+  poolBr: KuhnPolicy;
+  widePoolBr: KuhnPolicy;
+  nash: KuhnPolicy;
+  attempts: number;
+  /** The unseen deterministic CFR player, whose deals are shown one by one. */
+  isCfr: boolean;
+}
+
+/** Adds an opponent-and-seat's fixed-strategy values, multi-attempt agents, winnable deals and (cfr) deals. */
+function opponentSeatRows(rows: OpponentRows, c: OpponentSeat): void {
+  const { spec, opp, seat, attempts } = c;
+  const know = seatBestResponse([{ policy: opp, weight: 1 }], seat);
+  rows.fixed.push({
+    opponent: spec,
+    seat,
+    poolBr: agentValue(c.poolBr, opp, seat),
+    widePoolBr: agentValue(c.widePoolBr, opp, seat),
+    best: know.value,
+    uniform: agentValue(uniformPolicy, opp, seat),
+    nash: agentValue(c.nash, opp, seat),
+  });
+  const row = (agent: MultiAttemptAgent, stats: AttemptStats) =>
+    rows.multi.push({ opponent: spec, seat, agent, stats });
+  row("pool-br", independentAttemptStats(c.poolBr, opp, seat, attempts));
+  if (isDeterministic(opp)) {
+    const ad = adaptivePlays(c.poolBr, opp, seat, attempts);
+    row("adapt-oracle", sequenceStats(ad.oracle, attempts));
+    row("adapt-explorer", sequenceStats(ad.explorer, attempts));
+    row("knows-opponent", independentAttemptStats(know.policy, opp, seat, attempts));
+    row("clairvoyant", sequenceStats(ad.clairvoyant, attempts));
+    rows.winnable.push({ opponent: spec, seat, ...winnableDeals(opp, seat) });
+    if (c.isCfr) rows.cfrDeals[seat].push(...cfrDealPlays(c, know.policy, ad));
+  } else {
+    row("knows-opponent", independentAttemptStats(know.policy, opp, seat, attempts));
+  }
+  row("uniform", independentAttemptStats(uniformPolicy, opp, seat, attempts));
+  row("wide-pool-br", independentAttemptStats(c.widePoolBr, opp, seat, attempts));
+}
+
+/** Each deal against cfr: every plan's chips and the attempts each agent plays. */
+function cfrDealPlays(c: OpponentSeat, knows: KuhnPolicy, ad: ReturnType<typeof adaptivePlays>): DealPlay[] {
+  const { seat, attempts } = c;
+  const a = policyToArray(c.poolBr);
+  const k = policyToArray(knows);
+  const o = policyToArray(c.opp);
+  return agentDeals(seat).map((d, i) => {
+    const pb = playPlan(planOf(a, seat, d), seat, d, o).chips;
+    const kb = playPlan(planOf(k, seat, d), seat, d, o).chips;
+    return {
+      deal: dealLabel(d),
+      planChips: ad.planChips[i],
+      attempts: {
+        "pool-br": fixedSequence(pb, attempts),
+        "adapt-oracle": ad.oracle[i],
+        "adapt-explorer": ad.explorer[i],
+        "knows-opponent": fixedSequence(kb, attempts),
+      },
+    };
+  });
+}
+
+/** The training pool widened by every subset of the extra bots at weights 0.2 and 0.4, played against cfr. */
+function widePoolSweep(pool: PoolMember[], cfr: KuhnPolicy, attempts: number): WideSweepRow[] {
+  const wideSweep: WideSweepRow[] = [];
+  for (let mask = 1; mask < 1 << KUHN_WIDE_BOTS.length; mask++) {
+    const bots = KUHN_WIDE_BOTS.filter((_, i) => mask & (1 << i));
+    for (const newWeight of [0.2, 0.4]) {
+      const members: PoolMember[] = [
+        ...pool.map((m) => ({ spec: m.spec, weight: m.weight * (1 - newWeight) })),
+        ...bots.map((spec) => ({ spec, weight: newWeight / bots.length })),
+      ];
+      const mix = poolMixture(members);
+      const second = seatBestResponse(mix, "second");
+      const first = seatBestResponse(mix, "first");
+      const ad = adaptivePlays(second.policy, cfr, "second", attempts);
+      wideSweep.push({
+        bots,
+        newWeight,
+        movesSecond: second.moves,
+        vsCfrSecond: agentValue(second.policy, cfr, "second"),
+        vsCfrFirst: agentValue(first.policy, cfr, "first"),
+        oracleFinalSecond: sequenceStats(ad.oracle, attempts).final,
+      });
+    }
+  }
+  return wideSweep;
+}
+
+/** A best response with its ties resolved to BET instead of PASS. */
+function tiesToBet(br: SeatBestResponse): KuhnPolicy {
+  const t = { ...br.policy } as Record<KuhnInfoSet, number>;
+  for (const s of br.ties) t[s] = 1;
+  return t;
+}
+
 /** Computes every table of the calibration (exact; about a few milliseconds after CFR is solved). */
 export function kuhnCalibration(options: KuhnCalibrationOptions = {}): KuhnCalibration {
   const cfrIterations = options.cfrIterations ?? DEFAULT_CFR_ITERATIONS;
@@ -595,93 +703,27 @@ export function kuhnCalibration(options: KuhnCalibrationOptions = {}): KuhnCalib
     return { spec, deterministic: isDeterministic(p), table: { ...p } };
   });
 
-  const fixed: FixedRow[] = [];
-  const winnable: WinnableRow[] = [];
-  const multi: MultiRow[] = [];
-  const cfrDeals = { first: [] as DealPlay[], second: [] as DealPlay[] };
+  const rows: OpponentRows = { fixed: [], winnable: [], multi: [], cfrDeals: { first: [], second: [] } };
   for (const spec of specs) {
-    const opp = policies.get(spec)!;
-    const det = isDeterministic(opp);
     for (const seat of SEAT_LIST) {
-      const know = seatBestResponse([{ policy: opp, weight: 1 }], seat);
-      fixed.push({
-        opponent: spec,
+      opponentSeatRows(rows, {
+        spec,
+        opp: policies.get(spec)!,
         seat,
-        poolBr: agentValue(poolBr[seat].policy, opp, seat),
-        widePoolBr: agentValue(widePoolBr[seat].policy, opp, seat),
-        best: know.value,
-        uniform: agentValue(uniformPolicy, opp, seat),
-        nash: agentValue(nash, opp, seat),
+        poolBr: poolBr[seat].policy,
+        widePoolBr: widePoolBr[seat].policy,
+        nash,
+        attempts,
+        isCfr: spec === cfrSpec,
       });
-      const row = (agent: MultiAttemptAgent, stats: AttemptStats) =>
-        multi.push({ opponent: spec, seat, agent, stats });
-      row("pool-br", independentAttemptStats(poolBr[seat].policy, opp, seat, attempts));
-      if (det) {
-        const ad = adaptivePlays(poolBr[seat].policy, opp, seat, attempts);
-        row("adapt-oracle", sequenceStats(ad.oracle, attempts));
-        row("adapt-explorer", sequenceStats(ad.explorer, attempts));
-        row("knows-opponent", independentAttemptStats(know.policy, opp, seat, attempts));
-        row("clairvoyant", sequenceStats(ad.clairvoyant, attempts));
-        winnable.push({ opponent: spec, seat, ...winnableDeals(opp, seat) });
-        if (spec === cfrSpec) {
-          const a = policyToArray(poolBr[seat].policy);
-          const k = policyToArray(know.policy);
-          const o = policyToArray(opp);
-          agentDeals(seat).forEach((d, i) => {
-            const pb = playPlan(planOf(a, seat, d), seat, d, o).chips;
-            const kb = playPlan(planOf(k, seat, d), seat, d, o).chips;
-            cfrDeals[seat].push({
-              deal: dealLabel(d),
-              planChips: ad.planChips[i],
-              attempts: {
-                "pool-br": fixedSequence(pb, attempts),
-                "adapt-oracle": ad.oracle[i],
-                "adapt-explorer": ad.explorer[i],
-                "knows-opponent": fixedSequence(kb, attempts),
-              },
-            });
-          });
-        }
-      } else {
-        row("knows-opponent", independentAttemptStats(know.policy, opp, seat, attempts));
-      }
-      row("uniform", independentAttemptStats(uniformPolicy, opp, seat, attempts));
-      row("wide-pool-br", independentAttemptStats(widePoolBr[seat].policy, opp, seat, attempts));
     }
   }
-
+  const { fixed, winnable, multi, cfrDeals } = rows;
   const cfr = policies.get(cfrSpec)!;
-  const wideSweep: WideSweepRow[] = [];
-  for (let mask = 1; mask < 1 << KUHN_WIDE_BOTS.length; mask++) {
-    const bots = KUHN_WIDE_BOTS.filter((_, i) => mask & (1 << i));
-    for (const newWeight of [0.2, 0.4]) {
-      const members: PoolMember[] = [
-        ...pool.map((m) => ({ spec: m.spec, weight: m.weight * (1 - newWeight) })),
-        ...bots.map((spec) => ({ spec, weight: newWeight / bots.length })),
-      ];
-      const mix = poolMixture(members);
-      const second = seatBestResponse(mix, "second");
-      const first = seatBestResponse(mix, "first");
-      const ad = adaptivePlays(second.policy, cfr, "second", attempts);
-      wideSweep.push({
-        bots,
-        newWeight,
-        movesSecond: second.moves,
-        vsCfrSecond: agentValue(second.policy, cfr, "second"),
-        vsCfrFirst: agentValue(first.policy, cfr, "first"),
-        oracleFinalSecond: sequenceStats(ad.oracle, attempts).final,
-      });
-    }
-  }
-
-  const tiesBet = (br: SeatBestResponse) => {
-    const t = { ...br.policy } as Record<KuhnInfoSet, number>;
-    for (const s of br.ties) t[s] = 1;
-    return t;
-  };
+  const wideSweep = widePoolSweep(pool, cfr, attempts);
   const poolBrTiesBet = {
-    first: agentValue(tiesBet(poolBr.first), cfr, "first"),
-    second: agentValue(tiesBet(poolBr.second), cfr, "second"),
+    first: agentValue(tiesToBet(poolBr.first), cfr, "first"),
+    second: agentValue(tiesToBet(poolBr.second), cfr, "second"),
   };
 
   return {
