@@ -412,6 +412,97 @@ export function byteTokenizer(): Tokenizer {
 }
 
 /**
+ * BPE training's state: the corpus's distinct pretokenized chunks as token ids with their counts,
+ * how often each adjacent pair occurs (over chunk occurrences) and which chunks hold it.
+ */
+class PairCounts {
+  private readonly words: number[][] = [];
+  private readonly counts: number[] = [];
+  private readonly pairCounts = new Map<number, number>();
+  private readonly pairWords = new Map<number, Set<number>>();
+
+  constructor(texts: Iterable<string>) {
+    const chunkCounts = new Map<string, number>();
+    for (const text of texts) {
+      for (const chunk of pretokenize(text)) chunkCounts.set(chunk, (chunkCounts.get(chunk) ?? 0) + 1);
+    }
+    for (const [chunk, n] of chunkCounts) {
+      const bytes = utf8Encoder.encode(chunk);
+      if (bytes.length < 2) continue;
+      this.words.push(Array.from(bytes));
+      this.counts.push(n);
+    }
+    for (let w = 0; w < this.words.length; w++) this.addPairs(w, 1);
+  }
+
+  /** The most frequent pair not banned; ties go to the smaller (left, right) ids. */
+  mostFrequent(
+    banned: ReadonlySet<number>,
+  ): { key: number; left: number; right: number; count: number } | null {
+    let bestKey = -1;
+    let bestCount = 0;
+    for (const [key, c] of this.pairCounts) {
+      if (banned.has(key)) continue;
+      if (c > bestCount || (c === bestCount && key < bestKey)) {
+        bestCount = c;
+        bestKey = key;
+      }
+    }
+    if (bestKey < 0) return null;
+    return {
+      key: bestKey,
+      left: Math.floor(bestKey / 0x100000),
+      right: bestKey % 0x100000,
+      count: bestCount,
+    };
+  }
+
+  /** Replaces every occurrence of the pair `key` by `newId` and updates the counts. */
+  merge(key: number, newId: number): void {
+    const left = Math.floor(key / 0x100000);
+    const right = key % 0x100000;
+    const affected = [...(this.pairWords.get(key) ?? [])].sort((a, b) => a - b);
+    this.pairWords.delete(key);
+    for (const w of affected) {
+      const ids = this.words[w];
+      if (!holdsPair(ids, left, right)) continue;
+      this.addPairs(w, -1);
+      const next: number[] = [];
+      for (let i = 0; i < ids.length; i++) {
+        if (i + 1 < ids.length && ids[i] === left && ids[i + 1] === right) {
+          next.push(newId);
+          i++;
+        } else next.push(ids[i]);
+      }
+      this.words[w] = next;
+      this.addPairs(w, 1);
+    }
+    this.pairCounts.delete(key);
+  }
+
+  private addPairs(w: number, sign: number): void {
+    const ids = this.words[w];
+    const n = this.counts[w] * sign;
+    for (let i = 0; i + 1 < ids.length; i++) {
+      const key = pairKey(ids[i], ids[i + 1]);
+      const c = (this.pairCounts.get(key) ?? 0) + n;
+      if (c === 0) this.pairCounts.delete(key);
+      else this.pairCounts.set(key, c);
+      if (sign > 0) {
+        let set = this.pairWords.get(key);
+        if (!set) this.pairWords.set(key, (set = new Set()));
+        set.add(w);
+      }
+    }
+  }
+}
+
+function holdsPair(ids: readonly number[], left: number, right: number): boolean {
+  for (let i = 0; i + 1 < ids.length; i++) if (ids[i] === left && ids[i + 1] === right) return true;
+  return false;
+}
+
+/**
  * Trains byte-level BPE on `texts`. Deterministic: the most frequent adjacent pair (counted
  * over chunk occurrences) is merged first; ties go to the pair with the smaller (left, right) ids.
  */
@@ -437,60 +528,18 @@ export function trainTokenizer(texts: Iterable<string>, opts: TrainTokenizerOpti
     idByString.set(t, i);
   });
   const merges: [string, string][] = [];
-
-  // Unique chunks with their counts.
-  const chunkCounts = new Map<string, number>();
-  for (const text of texts) {
-    for (const chunk of pretokenize(text)) chunkCounts.set(chunk, (chunkCounts.get(chunk) ?? 0) + 1);
-  }
-  const words: number[][] = [];
-  const counts: number[] = [];
-  for (const [chunk, n] of chunkCounts) {
-    const bytes = utf8Encoder.encode(chunk);
-    if (bytes.length < 2) continue;
-    words.push(Array.from(bytes));
-    counts.push(n);
-  }
-
-  const pairCounts = new Map<number, number>();
-  const pairWords = new Map<number, Set<number>>();
-  const addPairs = (w: number, sign: number) => {
-    const ids = words[w];
-    const n = counts[w] * sign;
-    for (let i = 0; i + 1 < ids.length; i++) {
-      const key = pairKey(ids[i], ids[i + 1]);
-      const c = (pairCounts.get(key) ?? 0) + n;
-      if (c === 0) pairCounts.delete(key);
-      else pairCounts.set(key, c);
-      if (sign > 0) {
-        let set = pairWords.get(key);
-        if (!set) pairWords.set(key, (set = new Set()));
-        set.add(w);
-      }
-    }
-  };
-  for (let w = 0; w < words.length; w++) addPairs(w, 1);
-
+  const pairs = new PairCounts(texts);
   const banned = new Set<number>();
   while (vocab.length < target) {
-    let bestKey = -1;
-    let bestCount = 0;
-    for (const [key, c] of pairCounts) {
-      if (banned.has(key)) continue;
-      if (c > bestCount || (c === bestCount && key < bestKey)) {
-        bestCount = c;
-        bestKey = key;
-      }
-    }
-    if (bestKey < 0 || bestCount < minFrequency) break;
-    const left = Math.floor(bestKey / 0x100000);
-    const right = bestKey % 0x100000;
+    const best = pairs.mostFrequent(banned);
+    if (best === null || best.count < minFrequency) break;
+    const { key, left, right } = best;
     const str = vocab[left] + vocab[right];
     let newId = idByString.get(str);
     if (newId !== undefined && specialIds.includes(newId)) {
       // Cannot happen with the GPT-2 split (specials mix letters and punctuation), but a
       // merge must never spell a special token.
-      banned.add(bestKey);
+      banned.add(key);
       continue;
     }
     if (newId === undefined) {
@@ -499,30 +548,7 @@ export function trainTokenizer(texts: Iterable<string>, opts: TrainTokenizerOpti
       idByString.set(str, newId);
     }
     merges.push([vocab[left], vocab[right]]);
-    const affected = [...(pairWords.get(bestKey) ?? [])].sort((a, b) => a - b);
-    pairWords.delete(bestKey);
-    for (const w of affected) {
-      const ids = words[w];
-      let found = false;
-      for (let i = 0; i + 1 < ids.length; i++) {
-        if (ids[i] === left && ids[i + 1] === right) {
-          found = true;
-          break;
-        }
-      }
-      if (!found) continue;
-      addPairs(w, -1);
-      const next: number[] = [];
-      for (let i = 0; i < ids.length; i++) {
-        if (i + 1 < ids.length && ids[i] === left && ids[i + 1] === right) {
-          next.push(newId);
-          i++;
-        } else next.push(ids[i]);
-      }
-      words[w] = next;
-      addPairs(w, 1);
-    }
-    pairCounts.delete(bestKey);
+    pairs.merge(key, newId);
   }
   return new Tokenizer({ vocab, merges, specialIds });
 }
