@@ -8,6 +8,7 @@ import {
   DIVERSITY_GAMES,
   DIVERSITY_SAMPLING,
   type DiversityGame,
+  type DiversityResult,
   formatDiversity,
   measureDiversity,
 } from "../../evaluate/diversity.js";
@@ -53,71 +54,93 @@ function num(
   return x;
 }
 
+/** The game and the measurement's settings, from the flags and a checkpoint's own meta. */
+async function diversitySettings(values: DiversityFlags) {
+  if ((values.checkpoint === undefined) === (values.policy === undefined)) {
+    throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
+  }
+  let game = values.game;
+  let meta: Record<string, unknown> | null = null;
+  if (values.checkpoint !== undefined) {
+    meta = await readCheckpointMeta(values.checkpoint);
+    if (game === undefined && typeof meta.game === "string") game = meta.game;
+  }
+  if (game === undefined) {
+    throw new UsageError(`--game is required; valid choices: ${DIVERSITY_GAMES.join(", ")}`);
+  }
+  if (!(DIVERSITY_GAMES as readonly string[]).includes(game)) {
+    throw new UsageError(`unknown --game "${game}"; valid choices: ${DIVERSITY_GAMES.join(", ")}`);
+  }
+  const g = game as DiversityGame;
+  const samples = num("samples", values.samples, DIVERSITY_DEFAULT_SAMPLES, "positive integer");
+  const seed = num("seed", values.seed, 0, "integer");
+  const puzzle = g === "sokoban" || g === "minesweeper";
+  if (puzzle && values.opponent !== undefined)
+    throw new UsageError(`${g} is single-player and takes no --opponent`);
+  const opponent = values.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[g];
+  if (opponent !== undefined) checkOpponentSpec(g, opponent);
+  const knobs =
+    values.knobs !== undefined
+      ? taskKnobOptions(g, parseKnobsArg(g, values.knobs))
+      : !(KNOB_GAMES as readonly string[]).includes(g)
+        ? undefined
+        : meta?.taskKnobs && typeof meta.taskKnobs === "object"
+          ? taskKnobOptions(g, meta.taskKnobs as Parameters<typeof taskKnobOptions>[1])
+          : undefined;
+  const style = values.style;
+  if (style !== undefined && style !== "compact" && style !== "full") {
+    throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
+  }
+  const temperature = num("temperature", values.temperature, DIVERSITY_SAMPLING.temperature);
+  const topP = num("top-p", values["top-p"], DIVERSITY_SAMPLING.topP);
+  if (topP > 1) throw new UsageError(`--top-p must be in [0, 1], got "${values["top-p"]}"`);
+  const topK = num("top-k", values["top-k"], DIVERSITY_SAMPLING.topK, "integer");
+  return { g, samples, seed, opponent, knobs, style, temperature, topP, topK };
+}
+
+/** Writes the result to --out and prints it (as JSON with --json). */
+async function reportDiversity(result: DiversityResult, values: DiversityFlags): Promise<void> {
+  const json = JSON.stringify(result, null, 2);
+  if (values.out !== undefined) {
+    await mkdir(dirname(values.out), { recursive: true });
+    await writeFileAtomic(values.out, `${json}\n`);
+  }
+  if (values.json) {
+    console.log(json);
+  } else {
+    console.log(formatDiversity(result));
+    if (values.out !== undefined) console.log(`written to ${values.out}`);
+  }
+}
+
+const FLAGS = {
+  checkpoint: { type: "string" },
+  policy: { type: "string" },
+  game: { type: "string" },
+  samples: { type: "string" },
+  opponent: { type: "string" },
+  temperature: { type: "string" },
+  "top-p": { type: "string" },
+  "top-k": { type: "string" },
+  "max-tokens": { type: "string" },
+  style: { type: "string" },
+  seed: { type: "string" },
+  knobs: { type: "string" },
+  out: { type: "string" },
+  json: { type: "boolean" },
+} as const;
+
+type DiversityFlags = ReturnType<typeof parseFlags<typeof FLAGS>>["values"];
+
 export const command: Command = {
   name: "diversity",
   summary:
     "Measure how diverse a policy's first-attempt play is: entropy of its attempt-1 action sequences (Kuhn per seat and card, TicTacToe from the empty board)",
   usage: USAGE,
   async run(argv) {
-    const { values } = parseFlags(
-      argv,
-      {
-        checkpoint: { type: "string" },
-        policy: { type: "string" },
-        game: { type: "string" },
-        samples: { type: "string" },
-        opponent: { type: "string" },
-        temperature: { type: "string" },
-        "top-p": { type: "string" },
-        "top-k": { type: "string" },
-        "max-tokens": { type: "string" },
-        style: { type: "string" },
-        seed: { type: "string" },
-        knobs: { type: "string" },
-        out: { type: "string" },
-        json: { type: "boolean" },
-      },
-      USAGE,
-    );
-    if ((values.checkpoint === undefined) === (values.policy === undefined)) {
-      throw new UsageError(`give exactly one of --checkpoint DIR or --policy SPEC\nusage: ${USAGE}`);
-    }
-    let game = values.game;
-    let meta: Record<string, unknown> | null = null;
-    if (values.checkpoint !== undefined) {
-      meta = await readCheckpointMeta(values.checkpoint);
-      if (game === undefined && typeof meta.game === "string") game = meta.game;
-    }
-    if (game === undefined) {
-      throw new UsageError(`--game is required; valid choices: ${DIVERSITY_GAMES.join(", ")}`);
-    }
-    if (!(DIVERSITY_GAMES as readonly string[]).includes(game)) {
-      throw new UsageError(`unknown --game "${game}"; valid choices: ${DIVERSITY_GAMES.join(", ")}`);
-    }
-    const g = game as DiversityGame;
-    const samples = num("samples", values.samples, DIVERSITY_DEFAULT_SAMPLES, "positive integer");
-    const seed = num("seed", values.seed, 0, "integer");
-    const puzzle = g === "sokoban" || g === "minesweeper";
-    if (puzzle && values.opponent !== undefined)
-      throw new UsageError(`${g} is single-player and takes no --opponent`);
-    const opponent = values.opponent ?? DIVERSITY_DEFAULT_OPPONENTS[g];
-    if (opponent !== undefined) checkOpponentSpec(g, opponent);
-    const knobs =
-      values.knobs !== undefined
-        ? taskKnobOptions(g, parseKnobsArg(g, values.knobs))
-        : !(KNOB_GAMES as readonly string[]).includes(g)
-          ? undefined
-          : meta?.taskKnobs && typeof meta.taskKnobs === "object"
-            ? taskKnobOptions(g, meta.taskKnobs as Parameters<typeof taskKnobOptions>[1])
-            : undefined;
-    const style = values.style;
-    if (style !== undefined && style !== "compact" && style !== "full") {
-      throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
-    }
-    const temperature = num("temperature", values.temperature, DIVERSITY_SAMPLING.temperature);
-    const topP = num("top-p", values["top-p"], DIVERSITY_SAMPLING.topP);
-    if (topP > 1) throw new UsageError(`--top-p must be in [0, 1], got "${values["top-p"]}"`);
-    const topK = num("top-k", values["top-k"], DIVERSITY_SAMPLING.topK, "integer");
+    const { values } = parseFlags(argv, FLAGS, USAGE);
+    const { g, samples, seed, opponent, knobs, style, temperature, topP, topK } =
+      await diversitySettings(values);
     const spec = values.policy ?? `checkpoint:${await checkpointArg(values.checkpoint as string)}`;
     const opened = await openPolicy(spec);
     try {
@@ -139,17 +162,7 @@ export const command: Command = {
         policyLabel: values.policy ?? (values.checkpoint as string),
         concurrency: opened.kind === "embedded" ? 1 : 8,
       });
-      const json = JSON.stringify(result, null, 2);
-      if (values.out !== undefined) {
-        await mkdir(dirname(values.out), { recursive: true });
-        await writeFileAtomic(values.out, `${json}\n`);
-      }
-      if (values.json) {
-        console.log(json);
-      } else {
-        console.log(formatDiversity(result));
-        if (values.out !== undefined) console.log(`written to ${values.out}`);
-      }
+      await reportDiversity(result, values);
       return 0;
     } finally {
       await opened.close();
