@@ -49,10 +49,46 @@ def offload_to_cpu(model: torch.nn.Module) -> bool:
     return next(model.parameters()).device.type != "cpu"
 
 
+def _ordered_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
+    """The names of the optimizer's parameters in its own numbering (groups in order, then their
+    parameters), cleaned of wrapper prefixes as FSDP's full optimizer state dict names them."""
+    from .learner import clean_name
+
+    names = {id(p): clean_name(n) for n, p in model.named_parameters()}
+    return [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+
+
+def named_optim_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """One process's optimizer state keyed by parameter name, the layout of FSDP's full optimizer
+    state dict, so that a checkpoint restores under any number of ranks."""
+    sd = optimizer.state_dict()
+    names = _ordered_names(model, optimizer)
+    return {
+        "state": {names[i]: v for i, v in sd["state"].items()},
+        "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in sd["param_groups"]],
+    }
+
+
+def indexed_optim_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, osd: dict[str, Any]) -> dict[str, Any]:
+    """A name-keyed optimizer state back in one process's numbering. A state already numbered
+    (written by one process before states were named) is returned as it is."""
+    keys = [*osd["state"].keys(), *(k for g in osd["param_groups"] for k in g["params"])]
+    if all(isinstance(k, int) for k in keys):
+        return osd
+    index = {n: i for i, n in enumerate(_ordered_names(model, optimizer))}
+    missing = [k for k in keys if k not in index]
+    if missing:
+        raise ValueError(f"restore: the optimizer state names parameters this model lacks: {missing[:3]}")
+    return {
+        "state": {index[n]: v for n, v in osd["state"].items()},
+        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in osd["param_groups"]],
+    }
+
+
 def full_state(learner: Learner) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     model = learner.model
     if not is_fsdp(model):
-        return model.state_dict(), learner.optimizer.state_dict()
+        return model.state_dict(), named_optim_state(model, learner.optimizer)
     from torch.distributed.fsdp import FullOptimStateDictConfig, FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -111,11 +147,18 @@ def load_full_state(learner: Learner, path: Path) -> None:
     model = learner.model
     if not is_fsdp(model):
         _load_into(learner, model, weights)
-        learner.optimizer.load_state_dict(osd)
+        learner.optimizer.load_state_dict(indexed_optim_state(model, learner.optimizer, osd))
         return
     from torch.distributed.fsdp import FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
+    if all(isinstance(k, int) for k in osd["state"]):
+        # Written by one process before optimizer states were named: name them in this optimizer's order.
+        names = _ordered_names(model, learner.optimizer)
+        osd = {
+            "state": {names[i]: v for i, v in osd["state"].items()},
+            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in osd["param_groups"]],
+        }
     # Through FSDP's full state dict (clean names, every rank): the saved tensors replace the
     # model's, adapter keys mapped back to their adapter name ("…lora_A.weight" → "…lora_A.default.weight").
     with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=offload_to_cpu(model), rank0_only=False)):

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -134,3 +135,41 @@ def test_full_state_is_offloaded_only_from_another_device() -> None:
 
     assert offload_to_cpu(torch.nn.Linear(2, 2)) is False
     assert offload_to_cpu(torch.nn.Linear(2, 2, device="meta")) is True
+
+
+@pytest.mark.parametrize("lora", [LORA, None], ids=["lora", "full"])
+def test_checkpoints_move_between_one_process_and_two_ranks(llama_dir: Path, tmp_path: Path, lora: dict[str, Any] | None) -> None:
+    """A checkpoint saved by one process resumes under two ranks and one saved under two ranks in
+    one process: the next two updates are those the saving side would have made (rounding aside).
+    The second one's loss is taken at weights the restored optimizer moments moved."""
+    one = loaded_worker(llama_dir, optimizer=OPT, lora=lora)
+    b = ppo_batch(one, 20, n=5)
+    b.pop("ref_logp")
+    loss = {**LOSS, "klCoef": 0}
+
+    def two_updates(run: Any) -> list[dict[str, Any]]:
+        return [run("update", b, loss=loss, lr=1e-2)[0] for _ in range(2)]
+
+    call(one, "update", b, loss=loss, lr=1e-2)
+    call(one, "save", path=str(tmp_path / "one"))
+    after_one = two_updates(lambda *a, **k: call(one, *a, **k))
+
+    cmd = torchrun() + ["--standalone", "--nproc-per-node", "2", "-m", "mage_learner.worker"]
+    env = {"MAGE_DIST_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    with Client(cmd, env=env, timeout=240) as c:
+        c.call("hello", protocol=1)
+        c.call("load", **load_fields(llama_dir, optimizer=OPT, lora=lora))
+        assert c.call("restore", path=str(tmp_path / "one"))[0]["step"] == 1
+        resumed = two_updates(c.call)
+        c.call("save", path=str(tmp_path / "two"))
+        after_two = two_updates(c.call)
+
+    back = loaded_worker(llama_dir, optimizer=OPT, lora=lora)
+    assert call(back, "restore", path=str(tmp_path / "two"))[0]["step"] == 3
+    resumed_back = two_updates(lambda *a, **k: call(back, *a, **k))
+    for got, want in ((resumed, after_one), (resumed_back, after_two)):
+        for g, w in zip(got, want):
+            assert g["step"] == w["step"]
+            assert g["loss"] == pytest.approx(w["loss"], rel=1e-5)
+            assert g["gradNorm"] == pytest.approx(w["gradNorm"], rel=1e-5)
+    print(f"resume across ranks: {abs(resumed[1]['loss'] - after_one[1]['loss']):.2e}, {abs(resumed_back[1]['loss'] - after_two[1]['loss']):.2e}")

@@ -236,6 +236,25 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
     }
   });
 
+  it("a run resumes with another model.torch.processes (1 to 2 ranks) as if it had not stopped", async () => {
+    const outDir = join(root, "one-then-two");
+    const withRanks = (processes: number, iterations: number) =>
+      loadConfig(cfgPath, [`model.torch.processes=${processes}`, `train.iterations=${iterations}`]);
+    await train({ config: withRanks(1, 2), outDir, resume: false, ...quiet });
+    await train({ config: withRanks(2, 4), outDir, resume: true, ...quiet });
+    const resumed = metricsOf(outDir);
+    const one = metricsOf(straight);
+    assert.equal(resumed.length, one.length);
+    for (let i = 0; i < one.length; i++) {
+      assert.equal(resumed[i].scored_tokens, one[i].scored_tokens, `iteration ${i}`);
+      for (const k of ["loss", "grad_norm", "kl"])
+        assert.ok(
+          Math.abs(resumed[i][k] - one[i][k]) <= 1e-5 * Math.max(1, Math.abs(one[i][k])),
+          `iteration ${i} ${k}: ${resumed[i][k]} vs ${one[i][k]}`,
+        );
+    }
+  });
+
   it("a missing Python environment is a UsageError that says what to run", async () => {
     const bad = loadConfig(cfgPath, ["model.torch.python=/nowhere/bin/python"]);
     await assert.rejects(
