@@ -152,6 +152,10 @@ def test_checkpoints_move_between_one_process_and_two_ranks(llama_dir: Path, tmp
 
     call(one, "update", b, loss=loss, lr=1e-2)
     call(one, "save", path=str(tmp_path / "one"))
+    # The layout one process wrote before optimizer states were named: the numbered state_dict().
+    shutil.copytree(tmp_path / "one", tmp_path / "numbered")
+    assert one.learner is not None
+    torch.save(one.learner.optimizer.state_dict(), tmp_path / "numbered" / "optimizer.pt")
     after_one = two_updates(lambda *a, **k: call(one, *a, **k))
 
     cmd = torchrun() + ["--standalone", "--nproc-per-node", "2", "-m", "mage_learner.worker"]
@@ -163,11 +167,16 @@ def test_checkpoints_move_between_one_process_and_two_ranks(llama_dir: Path, tmp
         resumed = two_updates(c.call)
         c.call("save", path=str(tmp_path / "two"))
         after_two = two_updates(c.call)
+        c.call("restore", path=str(tmp_path / "numbered"))
+        resumed_numbered = two_updates(c.call)
 
     back = loaded_worker(llama_dir, optimizer=OPT, lora=lora)
     assert call(back, "restore", path=str(tmp_path / "two"))[0]["step"] == 3
     resumed_back = two_updates(lambda *a, **k: call(back, *a, **k))
-    for got, want in ((resumed, after_one), (resumed_back, after_two)):
+    call(back, "restore", path=str(tmp_path / "numbered"))
+    numbered_back = two_updates(lambda *a, **k: call(back, *a, **k))
+    pairs = ((resumed, after_one), (resumed_back, after_two), (resumed_numbered, after_one), (numbered_back, after_one))
+    for got, want in pairs:
         for g, w in zip(got, want):
             assert g["step"] == w["step"]
             assert g["loss"] == pytest.approx(w["loss"], rel=1e-5)
