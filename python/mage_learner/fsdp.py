@@ -3,6 +3,7 @@ that save writes and restore reads, with or without FSDP."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,15 +59,18 @@ def _ordered_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> 
     return [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
 
 
+def _rekeyed(osd: dict[str, Any], key: Callable[[Any], Any]) -> dict[str, Any]:
+    """An optimizer state with each parameter's key (in `state` and in the groups) mapped by `key`."""
+    return {
+        "state": {key(k): v for k, v in osd["state"].items()},
+        "param_groups": [{**g, "params": [key(k) for k in g["params"]]} for g in osd["param_groups"]],
+    }
+
+
 def named_optim_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """One process's optimizer state keyed by parameter name, the layout of FSDP's full optimizer
     state dict, so that a checkpoint restores under any number of ranks."""
-    sd = optimizer.state_dict()
-    names = _ordered_names(model, optimizer)
-    return {
-        "state": {names[i]: v for i, v in sd["state"].items()},
-        "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in sd["param_groups"]],
-    }
+    return _rekeyed(optimizer.state_dict(), _ordered_names(model, optimizer).__getitem__)
 
 
 def indexed_optim_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, osd: dict[str, Any]) -> dict[str, Any]:
@@ -79,10 +83,7 @@ def indexed_optim_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer
     missing = [k for k in keys if k not in index]
     if missing:
         raise ValueError(f"restore: the optimizer state names parameters this model lacks: {missing[:3]}")
-    return {
-        "state": {index[n]: v for n, v in osd["state"].items()},
-        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in osd["param_groups"]],
-    }
+    return _rekeyed(osd, index.__getitem__)
 
 
 def full_state(learner: Learner) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -154,11 +155,7 @@ def load_full_state(learner: Learner, path: Path) -> None:
 
     if all(isinstance(k, int) for k in osd["state"]):
         # Written by one process before optimizer states were named: name them in this optimizer's order.
-        names = _ordered_names(model, learner.optimizer)
-        osd = {
-            "state": {names[i]: v for i, v in osd["state"].items()},
-            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in osd["param_groups"]],
-        }
+        osd = _rekeyed(osd, _ordered_names(model, learner.optimizer).__getitem__)
     # Through FSDP's full state dict (clean names, every rank): the saved tensors replace the
     # model's, adapter keys mapped back to their adapter name ("…lora_A.weight" → "…lora_A.default.weight").
     with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=offload_to_cpu(model), rank0_only=False)):

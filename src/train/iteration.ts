@@ -170,11 +170,14 @@ async function update(
   if (config.optim.klCoef > 0) tb.refLogp = (await ctx.learner.logprobs(tb.batch, "reference", scoring)).logp;
   // Rows per sequence, to cut mini-batches of about `miniBatchRows` rows out of whole sequences.
   const rowsPerSeq = rowsPerSequence(trials, onePass);
+  const lossOptions = lossOptionsOf(config.optim);
   const updates: Record<string, number>[] = [];
   for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
     const order = rng.derive("minibatch-order", epoch).shuffle(tb.batch.sequences.map((_, i) => i));
     for (const miniBatch of miniBatches(order, rowsPerSeq, config.optim.miniBatchRows))
-      updates.push(await updateOn(ctx, sliceTokenBatch(tb, miniBatch), microBatchTokens));
+      updates.push(
+        await updateOn(ctx.learner, sliceTokenBatch(tb, miniBatch), lossOptions, microBatchTokens),
+      );
   }
   const metrics: Record<string, number> = {};
   for (const key of Object.keys(updates[0] ?? {})) metrics[key] = mean(updates.map((u) => u[key]));
@@ -208,14 +211,9 @@ export function miniBatches(
   return out;
 }
 
-/** One optimizer step on a mini-batch; its loss, grad norm, learning rate and the loss's parts. */
-async function updateOn(
-  ctx: IterationContext,
-  sub: ReturnType<typeof sliceTokenBatch>,
-  microBatchTokens: number,
-): Promise<Record<string, number>> {
-  const { optim } = ctx.config;
-  const lossOptions: PpoLossOptions = {
+/** The PPO loss's settings, from the config's optimizer section. */
+function lossOptionsOf(optim: MageConfig["optim"]): PpoLossOptions {
+  return {
     clipLow: optim.clipLow,
     clipHigh: optim.clipHigh,
     dualClip: optim.dualClip,
@@ -223,7 +221,16 @@ async function updateOn(
     klCoef: optim.klCoef,
     klClamp: optim.klClamp,
   };
-  const m = await ctx.learner.update(
+}
+
+/** One optimizer step on a mini-batch; its loss, grad norm, learning rate and the loss's parts. */
+async function updateOn(
+  learner: TrainLearner,
+  sub: ReturnType<typeof sliceTokenBatch>,
+  lossOptions: PpoLossOptions,
+  microBatchTokens: number,
+): Promise<Record<string, number>> {
+  const m = await learner.update(
     sub.batch,
     { oldLogp: sub.oldLogp, advantages: sub.advantages, ...(sub.refLogp ? { refLogp: sub.refLogp } : {}) },
     lossOptions,
