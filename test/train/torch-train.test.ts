@@ -222,18 +222,8 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
     await train({ config: ranks(2), outDir, resume: false, ...quiet });
     assert.equal(metricsOf(outDir).length, 2);
     await train({ config: ranks(4), outDir, resume: true, ...quiet });
-    const two = metricsOf(outDir);
-    const one = metricsOf(straight);
-    assert.equal(two.length, one.length);
-    for (let i = 0; i < one.length; i++) {
-      // The same samples (rank 0 samples for both); the update's sums differ only in rounding.
-      assert.equal(two[i].scored_tokens, one[i].scored_tokens, `iteration ${i}`);
-      for (const k of ["loss", "grad_norm", "kl"])
-        assert.ok(
-          Math.abs(two[i][k] - one[i][k]) <= 1e-5 * Math.max(1, Math.abs(one[i][k])),
-          `iteration ${i} ${k}: ${two[i][k]} vs ${one[i][k]}`,
-        );
-    }
+    // The same samples (rank 0 samples for both); the update's sums differ only in rounding.
+    assertSameUpToRounding(outDir, straight);
   });
 
   it("a run resumes with another model.torch.processes (1 to 2 ranks) as if it had not stopped", async () => {
@@ -242,17 +232,7 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
       loadConfig(cfgPath, [`model.torch.processes=${processes}`, `train.iterations=${iterations}`]);
     await train({ config: withRanks(1, 2), outDir, resume: false, ...quiet });
     await train({ config: withRanks(2, 4), outDir, resume: true, ...quiet });
-    const resumed = metricsOf(outDir);
-    const one = metricsOf(straight);
-    assert.equal(resumed.length, one.length);
-    for (let i = 0; i < one.length; i++) {
-      assert.equal(resumed[i].scored_tokens, one[i].scored_tokens, `iteration ${i}`);
-      for (const k of ["loss", "grad_norm", "kl"])
-        assert.ok(
-          Math.abs(resumed[i][k] - one[i][k]) <= 1e-5 * Math.max(1, Math.abs(one[i][k])),
-          `iteration ${i} ${k}: ${resumed[i][k]} vs ${one[i][k]}`,
-        );
-    }
+    assertSameUpToRounding(outDir, straight);
   });
 
   it("a missing Python environment is a UsageError that says what to run", async () => {
@@ -266,6 +246,21 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
     );
   });
 });
+
+/** Two runs scored the same tokens each iteration, with loss, grad norm and KL within 1e-5. */
+function assertSameUpToRounding(a: string, b: string): void {
+  const got = metricsOf(a);
+  const want = metricsOf(b);
+  assert.equal(got.length, want.length);
+  for (let i = 0; i < want.length; i++) {
+    assert.equal(got[i].scored_tokens, want[i].scored_tokens, `iteration ${i}`);
+    for (const k of ["loss", "grad_norm", "kl"])
+      assert.ok(
+        Math.abs(got[i][k] - want[i][k]) <= 1e-5 * Math.max(1, Math.abs(want[i][k])),
+        `iteration ${i} ${k}: ${got[i][k]} vs ${want[i][k]}`,
+      );
+  }
+}
 
 /** Metrics (timings aside), evaluations and the final summary of two runs are identical. */
 function assertSameRun(a: string, b: string): void {
