@@ -629,8 +629,74 @@ function finalRow(
   ];
 }
 
+interface PeriodicFamily {
+  family: MetricFamily;
+  label: string;
+  percent: boolean;
+}
+
+/** One method's periodic evaluations of one cell at attempt k, over its seeds, by iteration. */
+function periodicCurve(
+  m: Method,
+  cell: CellKey,
+  family: MetricFamily,
+  k: number,
+  withBand: boolean,
+): Point[] {
+  const iters = [...new Set(m.runs.flatMap((r) => snapshotsOf(r.summary).map((s) => s.iteration)))].sort(
+    (a, b) => a - b,
+  );
+  return iters.map((it) => {
+    const ests = m.runs.flatMap((r) => {
+      const snap = snapshotsOf(r.summary).find((s) => s.iteration === it);
+      const e = findCell(snap, cell.key);
+      const v = e && attemptEstimate(e.metrics, family, k);
+      return v ? [v] : [];
+    });
+    const a = aggregate(ests);
+    return withBand ? { x: it, y: a.mean, lo: a.lo, hi: a.hi } : { x: it, y: a.mean };
+  });
+}
+
+/** One metric family's chart of one cell during training; returns its image reference. */
+function periodicChart(ctx: GameContext, cell: CellKey, f: PeriodicFamily, K: number): string {
+  const { methods, game, plots } = ctx;
+  const series: LineSeries[] = [];
+  const shown: Method[] = [];
+  const Ks: number[] = [];
+  for (const m of methods) {
+    const Km = methodEvalAttempts(m);
+    const main = periodicCurve(m, cell, f.family, Km, true);
+    if (!hasData(main)) continue;
+    shown.push(m);
+    Ks.push(Km);
+    series.push({ name: K > 1 ? `${m.label} @${Km}` : m.label, color: m.color, points: main });
+    if (Km > 1)
+      series.push({
+        name: `${m.label} @1`,
+        color: m.color,
+        dashed: true,
+        points: periodicCurve(m, cell, f.family, 1, false),
+      });
+  }
+  const same = Ks.every((k) => k === K);
+  const svg = lineChart({
+    ...(K > 1 ? { legend: attemptLegend(shown, f.label, same ? K : "last") } : {}),
+    title: `${f.label} — ${game}, ${cellLabel(cell)}`,
+    subtitle: "evaluation on held-out seeds during training",
+    x: { label: "iteration", integer: true },
+    y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
+    series,
+  });
+  return plots.add(
+    [game, "eval", f.label, cell.opponent, cell.seat],
+    svg,
+    `${f.label} during training, ${cellLabel(cell)}`,
+  );
+}
+
 function periodicSection(ctx: GameContext): void {
-  const { out, methods, game, plots } = ctx;
+  const { out, methods, game } = ctx;
   const any = methods.some((m) => m.runs.some((r) => r.summary.periodicEval.length > 0));
   if (!any) return;
   const cells = cellsOf(methods.flatMap((m) => m.runs.flatMap((r) => snapshotsOf(r.summary))));
@@ -644,59 +710,13 @@ function periodicSection(ctx: GameContext): void {
       `${K > 1 ? "; dashed: attempt 1" : ""}.`,
     "",
   );
-  const families: { family: MetricFamily; label: string; percent: boolean }[] = [
+  const families: PeriodicFamily[] = [
     { family: "successAt", label: "success", percent: true },
     { family: "scoreAt", label: scoreName(game), percent: false },
   ];
   if (scoreFirst(game)) families.reverse();
   for (const cell of cells) {
-    const images: string[] = [];
-    for (const f of families) {
-      const series: LineSeries[] = [];
-      const shown: Method[] = [];
-      const Ks: number[] = [];
-      for (const m of methods) {
-        const curve = (k: number, withBand: boolean): Point[] => {
-          const iters = [
-            ...new Set(m.runs.flatMap((r) => snapshotsOf(r.summary).map((s) => s.iteration))),
-          ].sort((a, b) => a - b);
-          return iters.map((it) => {
-            const ests = m.runs.flatMap((r) => {
-              const snap = snapshotsOf(r.summary).find((s) => s.iteration === it);
-              const e = findCell(snap, cell.key);
-              const v = e && attemptEstimate(e.metrics, f.family, k);
-              return v ? [v] : [];
-            });
-            const a = aggregate(ests);
-            return withBand ? { x: it, y: a.mean, lo: a.lo, hi: a.hi } : { x: it, y: a.mean };
-          });
-        };
-        const Km = methodEvalAttempts(m);
-        const main = curve(Km, true);
-        if (!hasData(main)) continue;
-        shown.push(m);
-        Ks.push(Km);
-        series.push({ name: K > 1 ? `${m.label} @${Km}` : m.label, color: m.color, points: main });
-        if (Km > 1)
-          series.push({ name: `${m.label} @1`, color: m.color, dashed: true, points: curve(1, false) });
-      }
-      const same = Ks.every((k) => k === K);
-      const svg = lineChart({
-        ...(K > 1 ? { legend: attemptLegend(shown, f.label, same ? K : "last") } : {}),
-        title: `${f.label} — ${game}, ${cellLabel(cell)}`,
-        subtitle: "evaluation on held-out seeds during training",
-        x: { label: "iteration", integer: true },
-        y: f.percent ? { label: f.label, percent: true, min: 0, max: 1 } : { label: f.label, zeroLine: true },
-        series,
-      });
-      images.push(
-        plots.add(
-          [game, "eval", f.label, cell.opponent, cell.seat],
-          svg,
-          `${f.label} during training, ${cellLabel(cell)}`,
-        ),
-      );
-    }
+    const images = families.map((f) => periodicChart(ctx, cell, f, K));
     out.push(`#### ${game}: ${cellLabel(cell)} during training`, "", images.join("\n"), "");
   }
 }

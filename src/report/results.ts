@@ -1136,11 +1136,12 @@ function diversitySection(ctx: Ctx, files: readonly DiversityFile[], game: strin
   );
 }
 
-function runsTable(ctx: Ctx, e: Experiment): void {
+type ModelColumn = ReturnType<typeof modelColumn>;
+
+/** One row per run with a summary, then one per run the grid lists without one. */
+function runRows(ctx: Ctx, e: Experiment, model: ModelColumn | null): string[][] {
   const status = new Map((e.info?.runs ?? []).map((r) => [`${r.method}\u0000${r.seed}`, r]));
   const have = new Set(e.runs.map((r) => `${r.summary.name}\u0000${r.summary.seed}`));
-  // Grids of the embedded model leave the model out, as they always did; torch runs name theirs.
-  const model = e.runs.some((r) => isTorchRun(r.summary)) ? modelColumn(e.runs.map((r) => r.summary)) : null;
   const rows: string[][] = e.runs
     .slice()
     .sort((a, b) => compareMethodNames(a.summary.name, b.summary.name) || a.summary.seed - b.summary.seed)
@@ -1178,27 +1179,20 @@ function runsTable(ctx: Ctx, e: Experiment): void {
       "no summary",
     ]);
   }
-  ctx.out.push(
-    "### Runs",
-    "",
-    table(
-      [
-        "method",
-        "seed",
-        "game",
-        ...(model ? [model.head] : []),
-        "status",
-        "iterations",
-        "wall-clock",
-        "pretraining",
-        "kernels",
-        "commit",
-        "summary",
-      ],
-      rows,
-    ),
-    "",
-  );
+  return rows;
+}
+
+function runsTable(ctx: Ctx, e: Experiment): void {
+  // Grids of the embedded model leave the model out, as they always did; torch runs name theirs.
+  const model = e.runs.some((r) => isTorchRun(r.summary)) ? modelColumn(e.runs.map((r) => r.summary)) : null;
+  const head = ["method", "seed", "game", ...(model ? [model.head] : [])];
+  const tail = ["status", "iterations", "wall-clock", "pretraining", "kernels", "commit", "summary"];
+  ctx.out.push("### Runs", "", table([...head, ...tail], runRows(ctx, e, model)), "");
+  baseNotes(ctx, e);
+}
+
+/** Bases rebuilt under a seed, and bases that missed their own pretraining targets. */
+function baseNotes(ctx: Ctx, e: Experiment): void {
   const mixed = seedsOnRebuiltBases(e);
   if (mixed.length > 0) {
     ctx.out.push(
@@ -1259,63 +1253,79 @@ function experimentSection(ctx: Ctx, e: Experiment): void {
   if (games.length === 0) ctx.out.push("No run summaries yet.", "");
   for (const eg of games) {
     if (games.length > 1) ctx.out.push(`### ${gameTitle(eg.game)}`, "");
-    const described = eg.methods.filter((m) => METHOD_DESCRIPTIONS[m.name]);
-    if (described.length > 0) {
-      ctx.out.push(
-        ...described.map((m) => {
-          const config = m.runs[0]?.summary.config;
-          const settings = config ? methodSettings(config) : null;
-          return `- \`${m.name}\`: ${METHOD_DESCRIPTIONS[m.name]}${settings ? ` (here: ${settings})` : ""}`;
-        }),
-        "",
-      );
-    }
-    const cells = cellsOf(eg.methods, "final");
-    const missingFinal = eg.methods.flatMap((m) =>
-      m.runs.filter((r) => !r.summary.finalEval).map((r) => `${m.name} seed ${r.summary.seed}`),
-    );
-    ctx.out.push("### Final evaluation", "");
-    if (missingFinal.length > 0)
-      ctx.out.push(`No final evaluation (unfinished): ${missingFinal.join(", ")}.`, "");
-    const first = eg.methods.flatMap((m) => m.runs).find((r) => r.summary.finalEval)?.summary.finalEval;
-    if (first) {
-      ctx.out.push(
-        `Held-out task seeds, ${first.trialsPerCell} trials per cell and seed, ${first.attempts} attempts per trial. ` +
-          `Mean over seeds with 95% hierarchical-bootstrap intervals.`,
-        "",
-      );
-    }
-    const bars = scoreFirst(eg.game) ? cells.filter((c) => c.unseen) : cells;
-    for (const cell of cells) {
-      ctx.out.push(`#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`, "", methodTable(ctx, eg, cell), "");
-      if (bars.includes(cell)) ctx.out.push(perAttemptBars(ctx, eg, cell), "");
-      if (!scoreFirst(eg.game)) {
-        const byAttempt = attemptWinTable(eg, cell);
-        if (byAttempt !== "") ctx.out.push(byAttempt, "");
-      }
-    }
-    const mage = findMethod(eg.methods, MAGE);
-    const others = eg.methods.filter((m) => m !== mage && !ABLATION_METHODS.includes(m.name));
-    if (mage && others.length > 0) {
-      ctx.out.push(
-        "### Paired differences: MAGE minus each method",
-        "",
-        "Per cell, over the seeds both methods have; bold: the 95% interval excludes 0.",
-        "",
-      );
-      for (const cell of cells) {
-        const t = differenceTable(ctx, eg, cell, mage, others);
-        if (t) ctx.out.push(`#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`, "", t, "");
-      }
-    }
-    ablationSection(ctx, eg);
-    scalingSection(ctx, eg);
-    if (eg.game === "sokoban" || eg.game === "minesweeper") puzzleSection(ctx, eg);
-    else if (isRealModelGame(eg)) wallClockSection(ctx, eg);
-    diversitySection(ctx, e.diversity, eg.game);
-    trainingCurves(ctx, eg);
+    gameSection(ctx, e, eg);
   }
   runsTable(ctx, e);
+}
+
+/** Everything the report says about one game of a grid. */
+function gameSection(ctx: Ctx, e: Experiment, eg: ExperimentGame): void {
+  methodList(ctx, eg);
+  const cells = cellsOf(eg.methods, "final");
+  finalEvaluation(ctx, eg, cells);
+  pairedDifferences(ctx, eg, cells);
+  ablationSection(ctx, eg);
+  scalingSection(ctx, eg);
+  if (eg.game === "sokoban" || eg.game === "minesweeper") puzzleSection(ctx, eg);
+  else if (isRealModelGame(eg)) wallClockSection(ctx, eg);
+  diversitySection(ctx, e.diversity, eg.game);
+  trainingCurves(ctx, eg);
+}
+
+/** What each method is, with the settings its runs used. */
+function methodList(ctx: Ctx, eg: ExperimentGame): void {
+  const described = eg.methods.filter((m) => METHOD_DESCRIPTIONS[m.name]);
+  if (described.length === 0) return;
+  ctx.out.push(
+    ...described.map((m) => {
+      const config = m.runs[0]?.summary.config;
+      const settings = config ? methodSettings(config) : null;
+      return `- \`${m.name}\`: ${METHOD_DESCRIPTIONS[m.name]}${settings ? ` (here: ${settings})` : ""}`;
+    }),
+    "",
+  );
+}
+
+function finalEvaluation(ctx: Ctx, eg: ExperimentGame, cells: readonly CellRef[]): void {
+  const missingFinal = eg.methods.flatMap((m) =>
+    m.runs.filter((r) => !r.summary.finalEval).map((r) => `${m.name} seed ${r.summary.seed}`),
+  );
+  ctx.out.push("### Final evaluation", "");
+  if (missingFinal.length > 0)
+    ctx.out.push(`No final evaluation (unfinished): ${missingFinal.join(", ")}.`, "");
+  const first = eg.methods.flatMap((m) => m.runs).find((r) => r.summary.finalEval)?.summary.finalEval;
+  if (first) {
+    ctx.out.push(
+      `Held-out task seeds, ${first.trialsPerCell} trials per cell and seed, ${first.attempts} attempts per trial. ` +
+        `Mean over seeds with 95% hierarchical-bootstrap intervals.`,
+      "",
+    );
+  }
+  const bars = scoreFirst(eg.game) ? cells.filter((c) => c.unseen) : cells;
+  for (const cell of cells) {
+    ctx.out.push(`#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`, "", methodTable(ctx, eg, cell), "");
+    if (bars.includes(cell)) ctx.out.push(perAttemptBars(ctx, eg, cell), "");
+    if (!scoreFirst(eg.game)) {
+      const byAttempt = attemptWinTable(eg, cell);
+      if (byAttempt !== "") ctx.out.push(byAttempt, "");
+    }
+  }
+}
+
+function pairedDifferences(ctx: Ctx, eg: ExperimentGame, cells: readonly CellRef[]): void {
+  const mage = findMethod(eg.methods, MAGE);
+  const others = eg.methods.filter((m) => m !== mage && !ABLATION_METHODS.includes(m.name));
+  if (!mage || others.length === 0) return;
+  ctx.out.push(
+    "### Paired differences: MAGE minus each method",
+    "",
+    "Per cell, over the seeds both methods have; bold: the 95% interval excludes 0.",
+    "",
+  );
+  for (const cell of cells) {
+    const t = differenceTable(ctx, eg, cell, mage, others);
+    if (t) ctx.out.push(`#### ${gameTitle(eg.game)}: ${cellLabel(cell)}`, "", t, "");
+  }
 }
 
 /** Builds the results document. The same inputs and options always give the same bytes. */

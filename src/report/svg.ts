@@ -345,6 +345,77 @@ function hasInterval(p: Point): boolean {
   return p.lo !== undefined && p.hi !== undefined && Number.isFinite(p.lo) && Number.isFinite(p.hi);
 }
 
+/** Maps data coordinates to pixels inside the plot area. */
+interface Plotter {
+  X: (v: number) => number;
+  Y: (v: number) => number;
+}
+
+function xTicks(out: string[], f: Frame, xs: Scale, axis: AxisOptions): void {
+  for (const t of xs.ticks) {
+    const x = xs.map(t);
+    out.push(
+      `<line x1="${n(x)}" y1="${n(f.height - f.bottom)}" x2="${n(x)}" y2="${n(f.height - f.bottom + 4)}" stroke="#666666" stroke-width="1"/>`,
+      `<text x="${n(x)}" y="${n(f.height - f.bottom + 16)}" text-anchor="middle" fill="#444444">${escapeXml(formatTick(t, xs.step, axis.percent))}</text>`,
+    );
+  }
+}
+
+/** Intervals as shaded bands (few series) or as error bars nudged apart (many series). */
+function intervalMarks(out: string[], o: LineChartOptions, colors: readonly string[], p: Plotter): void {
+  const { X, Y } = p;
+  const banded = o.series.map((s, i) => (s.points.some(hasInterval) ? i : -1)).filter((i) => i >= 0);
+  const mode = o.intervals ?? "auto";
+  const useBands = mode === "band" || (mode === "auto" && banded.length <= 2);
+  o.series.forEach((s, i) => {
+    const color = colors[i];
+    const nudge = useBands || banded.length <= 1 ? 0 : (banded.indexOf(i) - (banded.length - 1) / 2) * 4;
+    for (const seg of segments(s.points)) {
+      const withI = seg.filter(hasInterval);
+      if (withI.length === 0) continue;
+      if (useBands && withI.length === seg.length && seg.length >= 2) {
+        const upper = seg.map((q) => `${n(X(q.x))},${n(Y(q.hi!))}`);
+        const lower = [...seg].reverse().map((q) => `${n(X(q.x))},${n(Y(q.lo!))}`);
+        out.push(
+          `<polygon points="${[...upper, ...lower].join(" ")}" fill="${color}" fill-opacity="0.15" stroke="none"/>`,
+        );
+      } else {
+        for (const q of withI) {
+          const x = X(q.x) + nudge;
+          out.push(
+            `<path d="M${n(x)} ${n(Y(q.lo!))}V${n(Y(q.hi!))}M${n(x - 3)} ${n(Y(q.lo!))}H${n(x + 3)}M${n(x - 3)} ${n(Y(q.hi!))}H${n(x + 3)}" stroke="${color}" stroke-width="1.2" fill="none"/>`,
+          );
+        }
+      }
+    }
+  });
+}
+
+function seriesLines(out: string[], o: LineChartOptions, colors: readonly string[], p: Plotter): void {
+  const { X, Y } = p;
+  o.series.forEach((s, i) => {
+    const color = colors[i];
+    const segs = segments(s.points);
+    const count = segs.reduce((a, g) => a + g.length, 0);
+    const markers = s.markers ?? count <= 15;
+    for (const seg of segs) {
+      if (seg.length >= 2) {
+        const d = seg.map((q, j) => `${j === 0 ? "M" : "L"}${n(X(q.x))} ${n(Y(q.y))}`).join("");
+        out.push(
+          `<path d="${d}" fill="none" stroke="${color}" stroke-width="2" stroke-linejoin="round"${s.dashed ? ' stroke-dasharray="6 4"' : ""}/>`,
+        );
+      }
+      if (markers || seg.length === 1) {
+        for (const q of seg) {
+          out.push(
+            `<circle cx="${n(X(q.x))}" cy="${n(Y(q.y))}" r="${s.dashed ? 2.5 : 3}" fill="${s.dashed ? "#ffffff" : color}" stroke="${color}" stroke-width="1.5"/>`,
+          );
+        }
+      }
+    }
+  });
+}
+
 /** A line chart with one line per series, optional intervals, legend on the right. */
 export function lineChart(o: LineChartOptions): string {
   const width = o.width ?? 640;
@@ -361,81 +432,67 @@ export function lineChart(o: LineChartOptions): string {
   const all = o.series.flatMap((s) => s.points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y)));
   const plotW = f.width - f.left - f.right;
   const plotH = f.height - f.top - f.bottom;
+  const xTickCount = Math.max(2, Math.min(8, Math.floor(plotW / 60)));
   const xs = scale(
     all.map((p) => p.x),
     xAxis,
     f.left,
     f.width - f.right,
-    Math.max(2, Math.min(8, Math.floor(plotW / 60))),
+    xTickCount,
     false,
   );
   const yVals = all.flatMap((p) => (hasInterval(p) ? [p.y, p.lo!, p.hi!] : [p.y]));
   const ys = scale(yVals, yAxisOpts, f.height - f.bottom, f.top, Math.max(3, Math.floor(plotH / 50)), true);
-  const X = (v: number) => clamp(xs.map(v), f.left, f.width - f.right);
-  const Y = (v: number) => clamp(ys.map(v), f.top, f.height - f.bottom);
+  const plotter: Plotter = {
+    X: (v) => clamp(xs.map(v), f.left, f.width - f.right),
+    Y: (v) => clamp(ys.map(v), f.top, f.height - f.bottom),
+  };
 
   yAxis(out, f, ys, yAxisOpts);
-  for (const t of xs.ticks) {
-    const x = xs.map(t);
-    out.push(
-      `<line x1="${n(x)}" y1="${n(f.height - f.bottom)}" x2="${n(x)}" y2="${n(f.height - f.bottom + 4)}" stroke="#666666" stroke-width="1"/>`,
-      `<text x="${n(x)}" y="${n(f.height - f.bottom + 16)}" text-anchor="middle" fill="#444444">${escapeXml(formatTick(t, xs.step, xAxis.percent))}</text>`,
-    );
-  }
+  xTicks(out, f, xs, xAxis);
   plotBorder(out, f);
   xLabel(out, f, xAxis.label);
   if (all.length === 0) noData(out, f);
-
   // Bands first (under every line), then lines and markers.
-  const banded = o.series.map((s, i) => (s.points.some(hasInterval) ? i : -1)).filter((i) => i >= 0);
-  const mode = o.intervals ?? "auto";
-  const useBands = mode === "band" || (mode === "auto" && banded.length <= 2);
-  o.series.forEach((s, i) => {
-    const color = colors[i];
-    const nudge = useBands || banded.length <= 1 ? 0 : (banded.indexOf(i) - (banded.length - 1) / 2) * 4;
-    for (const seg of segments(s.points)) {
-      const withI = seg.filter(hasInterval);
-      if (withI.length === 0) continue;
-      if (useBands && withI.length === seg.length && seg.length >= 2) {
-        const upper = seg.map((p) => `${n(X(p.x))},${n(Y(p.hi!))}`);
-        const lower = [...seg].reverse().map((p) => `${n(X(p.x))},${n(Y(p.lo!))}`);
-        out.push(
-          `<polygon points="${[...upper, ...lower].join(" ")}" fill="${color}" fill-opacity="0.15" stroke="none"/>`,
-        );
-      } else {
-        for (const p of withI) {
-          const x = X(p.x) + nudge;
-          out.push(
-            `<path d="M${n(x)} ${n(Y(p.lo!))}V${n(Y(p.hi!))}M${n(x - 3)} ${n(Y(p.lo!))}H${n(x + 3)}M${n(x - 3)} ${n(Y(p.hi!))}H${n(x + 3)}" stroke="${color}" stroke-width="1.2" fill="none"/>`,
-          );
-        }
-      }
-    }
-  });
-  o.series.forEach((s, i) => {
-    const color = colors[i];
-    const segs = segments(s.points);
-    const count = segs.reduce((a, g) => a + g.length, 0);
-    const markers = s.markers ?? count <= 15;
-    for (const seg of segs) {
-      if (seg.length >= 2) {
-        const d = seg.map((p, j) => `${j === 0 ? "M" : "L"}${n(X(p.x))} ${n(Y(p.y))}`).join("");
-        out.push(
-          `<path d="${d}" fill="none" stroke="${color}" stroke-width="2" stroke-linejoin="round"${s.dashed ? ' stroke-dasharray="6 4"' : ""}/>`,
-        );
-      }
-      if (markers || seg.length === 1) {
-        for (const p of seg) {
-          out.push(
-            `<circle cx="${n(X(p.x))}" cy="${n(Y(p.y))}" r="${s.dashed ? 2.5 : 3}" fill="${s.dashed ? "#ffffff" : color}" stroke="${color}" stroke-width="1.5"/>`,
-          );
-        }
-      }
-    }
-  });
+  intervalMarks(out, o, colors, plotter);
+  seriesLines(out, o, colors, plotter);
   legend(out, f, entries);
   out.push("</svg>");
   return `${out.join("\n")}\n`;
+}
+
+/** Where one bar stands, for its error bar and value label. */
+interface BarPlace {
+  mid: number;
+  barW: number;
+  y: number;
+  base: number;
+  f: Frame;
+  Y: (v: number) => number;
+  labels: boolean;
+  percent?: boolean;
+}
+
+/** A bar's error bar, then its value label clear of both the bar and the error bar. */
+function barInterval(out: string[], v: BarValue, p: BarPlace): void {
+  const { mid, barW, y, base, f, Y } = p;
+  let top = Math.min(y, base);
+  let bottom = Math.max(y, base);
+  if (v.lo !== undefined && v.hi !== undefined && Number.isFinite(v.lo) && Number.isFinite(v.hi)) {
+    const cap = Math.min(5, barW / 4);
+    out.push(
+      `<path d="M${n(mid)} ${n(Y(v.lo))}V${n(Y(v.hi))}M${n(mid - cap)} ${n(Y(v.lo))}H${n(mid + cap)}M${n(mid - cap)} ${n(Y(v.hi))}H${n(mid + cap)}" stroke="#222222" stroke-width="1.2" fill="none"/>`,
+    );
+    top = Math.min(top, Y(v.hi), Y(v.lo));
+    bottom = Math.max(bottom, Y(v.hi), Y(v.lo));
+  }
+  if (!p.labels) return;
+  // Percent labels to 0.1%, other values to 3 decimals; below a negative bar, above otherwise.
+  const text = formatTick(v.mean, 0.001, p.percent);
+  const ty = v.mean < 0 ? Math.min(f.height - f.bottom - 3, bottom + 12) : Math.max(f.top - 3, top - 4);
+  out.push(
+    `<text x="${n(mid)}" y="${n(ty)}" text-anchor="middle" font-size="10" fill="#222222">${escapeXml(text)}</text>`,
+  );
 }
 
 /** A grouped bar chart: one group per category, one bar per series, with error bars. */
@@ -493,25 +550,7 @@ export function barChart(o: BarChartOptions): string {
       out.push(
         `<rect x="${n(x + 1)}" y="${n(Math.min(y, base))}" width="${n(Math.max(1, barW - 2))}" height="${n(Math.abs(base - y))}" fill="${color}" fill-opacity="0.85"/>`,
       );
-      const mid = x + barW / 2;
-      let top = Math.min(y, base);
-      let bottom = Math.max(y, base);
-      if (v.lo !== undefined && v.hi !== undefined && Number.isFinite(v.lo) && Number.isFinite(v.hi)) {
-        const cap = Math.min(5, barW / 4);
-        out.push(
-          `<path d="M${n(mid)} ${n(Y(v.lo))}V${n(Y(v.hi))}M${n(mid - cap)} ${n(Y(v.lo))}H${n(mid + cap)}M${n(mid - cap)} ${n(Y(v.hi))}H${n(mid + cap)}" stroke="#222222" stroke-width="1.2" fill="none"/>`,
-        );
-        top = Math.min(top, Y(v.hi), Y(v.lo));
-        bottom = Math.max(bottom, Y(v.hi), Y(v.lo));
-      }
-      if (labels) {
-        // Percent labels to 0.1%, other values to 3 decimals; below a negative bar, above otherwise.
-        const text = formatTick(v.mean, 0.001, yOpts.percent);
-        const ty = v.mean < 0 ? Math.min(f.height - f.bottom - 3, bottom + 12) : Math.max(f.top - 3, top - 4);
-        out.push(
-          `<text x="${n(mid)}" y="${n(ty)}" text-anchor="middle" font-size="10" fill="#222222">${escapeXml(text)}</text>`,
-        );
-      }
+      barInterval(out, v, { mid: x + barW / 2, barW, y, base, f, Y, labels, percent: yOpts.percent });
     });
   });
   legend(out, f, entries);
