@@ -3,7 +3,7 @@ import { basename, join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
 import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT } from "../core/file-formats.js";
 import { parseTargetValue, type TargetValue } from "../train/pretrain/target-text.js";
-import { type LoadedSummary, parseSummaryFile } from "./load.js";
+import { type LoadedSummary, parseSummaryFile, resultEntries } from "./load.js";
 
 /**
  * Loading an experiments folder for the results report (`mage report DIR --results`).
@@ -91,26 +91,10 @@ export interface ExperimentsLoad {
   notes: string[];
 }
 
-const SKIP_DIRS = new Set(["node_modules", ".git"]);
-
 function jsonFiles(dir: string, out: string[]): void {
-  let names: string[];
-  try {
-    names = readdirSync(dir).sort();
-  } catch (err) {
-    throw new UsageError(`cannot read directory ${dir}: ${(err as Error).message}`);
-  }
-  for (const name of names) {
-    if (name.startsWith(".") || SKIP_DIRS.has(name)) continue;
-    const p = join(dir, name);
-    let st: ReturnType<typeof statSync>;
-    try {
-      st = statSync(p);
-    } catch {
-      continue;
-    }
-    if (st.isDirectory()) jsonFiles(p, out);
-    else if (st.isFile() && name.toLowerCase().endsWith(".json")) out.push(p);
+  for (const e of resultEntries(dir)) {
+    if (e.isDirectory) jsonFiles(e.path, out);
+    else if (e.isJson) out.push(e.path);
   }
 }
 
@@ -318,18 +302,15 @@ export function loadExperiments(root: string): ExperimentsLoad {
   }
   if (!st.isDirectory()) throw new UsageError(`${root} is not a directory (give the experiments folder)`);
   const notes: string[] = [];
-  const names = readdirSync(abs)
-    .filter((n) => !n.startsWith(".") && !SKIP_DIRS.has(n))
-    .sort();
-  const direct = names.filter((n) => n.toLowerCase().endsWith(".json") && statSync(join(abs, n)).isFile());
+  const entries = resultEntries(abs);
+  const direct = entries.filter((e) => e.isJson);
   const experiments: Experiment[] = [];
   if (direct.length > 0) {
     experiments.push(loadOne(basename(abs), abs, notes));
   } else {
-    for (const n of names) {
-      const p = join(abs, n);
-      if (!statSync(p).isDirectory()) continue;
-      const e = loadOne(n, p, notes);
+    for (const entry of entries) {
+      if (!entry.isDirectory) continue;
+      const e = loadOne(entry.name, entry.path, notes);
       if (e.runs.length === 0 && e.info === null && e.diversity.length === 0) continue;
       experiments.push(e);
     }

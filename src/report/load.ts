@@ -41,6 +41,45 @@ export interface LoadResult {
 const MAX_SUMMARY_BYTES = 64 * 2 ** 20;
 const SKIP_DIRS = new Set(["node_modules", ".git"]);
 
+/** An entry of a results folder: a sub-folder to walk or a JSON file to read. */
+export interface ResultEntry {
+  name: string;
+  path: string;
+  isDirectory: boolean;
+  isJson: boolean;
+}
+
+/**
+ * The entries of `dir` that may hold results, in sorted order. Hidden entries are temporaries
+ * (atomic writes) or tool state, never results; dangling links are left out.
+ */
+export function resultEntries(dir: string): ResultEntry[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch (err) {
+    throw new UsageError(`cannot read directory ${dir}: ${(err as Error).message}`);
+  }
+  const out: ResultEntry[] = [];
+  for (const name of names) {
+    if (name.startsWith(".") || SKIP_DIRS.has(name)) continue;
+    const path = join(dir, name);
+    let st: ReturnType<typeof statSync>;
+    try {
+      st = statSync(path);
+    } catch {
+      continue;
+    }
+    out.push({
+      name,
+      path,
+      isDirectory: st.isDirectory(),
+      isJson: st.isFile() && name.toLowerCase().endsWith(".json"),
+    });
+  }
+  return out;
+}
+
 type Parsed =
   | { ok: true; summary: RunSummary }
   | { ok: false; why: string; companion?: { format: string; data: Record<string, unknown> } };
@@ -122,24 +161,9 @@ function collect(dir: string, files: string[], seenDirs: Set<string>): void {
     files.push(own);
     return;
   }
-  let names: string[];
-  try {
-    names = readdirSync(dir).sort();
-  } catch (err) {
-    throw new UsageError(`cannot read directory ${dir}: ${(err as Error).message}`);
-  }
-  for (const name of names) {
-    // Hidden entries are temporaries (atomic writes) or tool state, never results.
-    if (name.startsWith(".") || SKIP_DIRS.has(name)) continue;
-    const p = join(dir, name);
-    let st: ReturnType<typeof statSync>;
-    try {
-      st = statSync(p);
-    } catch {
-      continue; // a dangling link
-    }
-    if (st.isDirectory()) collect(p, files, seenDirs);
-    else if (st.isFile() && name.toLowerCase().endsWith(".json")) files.push(p);
+  for (const e of resultEntries(dir)) {
+    if (e.isDirectory) collect(e.path, files, seenDirs);
+    else if (e.isJson) files.push(e.path);
   }
 }
 

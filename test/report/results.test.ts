@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -308,6 +316,11 @@ describe("results document", () => {
     put(join(dir, "diversity", "mage-s0.json"), diversity(0, 0.8));
     put(join(dir, "diversity", "pretrained-s0.json"), diversity(0, 1.4));
     put(join(dir, "notes.json"), { something: "else" });
+    // Neither a dangling link, a hidden temporary nor a file that is not JSON stops the load.
+    symlinkSync(join(root, "gone"), join(root, "dangling"));
+    symlinkSync(join(root, "gone.json"), join(dir, "dangling.json"));
+    put(join(dir, ".mage-s2.json.tmp"), { half: "written" });
+    writeFileSync(join(dir, "README.txt"), "not a summary");
 
     assert.ok(isExperimentsFolder(root));
     assert.ok(isExperimentsFolder(dir));
