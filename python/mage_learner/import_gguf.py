@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .folders import replace_dir
+
 # GGUF architectures the worker can train once imported: decoder-only models that transformers
 # both reads from GGUF and loads as a causal LM with a chat template.
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
@@ -111,13 +113,7 @@ def write_directory(model: Any, tokenizer: Any, out: Path, record: dict[str, Any
         tokenizer.save_pretrained(str(tmp))
         (tmp / IMPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n")
         readable_by_all(tmp)
-        if out.exists():
-            old = out.with_name(f"{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -21,6 +20,7 @@ from torch.utils.checkpoint import checkpoint
 from . import batch as B
 from .dist import Dist
 from .errors import protocol, usage
+from .folders import replace_dir
 from .frames import Array
 from .loss import LossSums, PpoOptions, ppo_loss_sum
 from .model import Loaded, reference_policy
@@ -414,13 +414,7 @@ class Learner:
                     rng["cuda"] = torch.cuda.get_rng_state_all()
                 torch.save(rng, tmp / "rng.pt")
                 (tmp / "mage-learner.json").write_text(json.dumps({"step": self.step, "format": fmt}) + "\n")
-                if target.exists():
-                    old = target.with_name(f"{target.name}.old-{os.getpid()}")
-                    os.replace(target, old)
-                    os.replace(tmp, target)
-                    shutil.rmtree(old, ignore_errors=True)
-                else:
-                    os.replace(tmp, target)
+                replace_dir(tmp, target)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

@@ -15,7 +15,6 @@ adapter and optimizer are untouched, so it can go on training and sampling); ato
 from __future__ import annotations
 
 import copy
-import os
 import shutil
 import tempfile
 import time
@@ -27,6 +26,7 @@ import torch
 
 from . import batch as B
 from .errors import protocol, usage
+from .folders import replace_dir
 from .frames import Array
 from .learner import Learner, score, score_alternatives
 
@@ -182,17 +182,6 @@ def plain_copy(learner: Learner) -> torch.nn.Module:
         model = model.merge_and_unload()  # type: ignore[operator]
     assert isinstance(model, torch.nn.Module)
     return model.eval()
-
-
-def replace_dir(tmp: Path, target: Path) -> None:
-    """Puts the finished `tmp` at `target`, replacing what was there."""
-    if target.exists():
-        old = target.with_name(f"{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, target)
 
 
 def export(learner: Learner, req: dict[str, Any]) -> dict[str, Any]:
