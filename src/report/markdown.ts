@@ -320,12 +320,17 @@ function historySeries(s: RunSummary, key: string, window: number): Map<number, 
   const ys: number[] = [];
   s.history.forEach((h, i) => {
     const v = h[key];
-    if (typeof v !== "number") return;
+    if (typeof v !== "number" || !Number.isFinite(v)) return;
     xs.push((typeof h.iteration === "number" ? h.iteration : i) + 1);
     ys.push(v);
   });
   const sm = movingAverage(ys, window);
   return new Map(xs.map((x, i) => [x, sm[i]]));
+}
+
+/** A training metric over a method's runs, smoothed per run, then the mean over runs at each iteration. */
+export function historyCurve(runs: readonly RunSummary[], key: string, window: number): Point[] {
+  return combine(runs.map((s) => historySeries(s, key, window)));
 }
 
 /** Mean over seeds at every x; with several seeds the band is the min–max over seeds. */
@@ -765,7 +770,12 @@ function trainingSection(ctx: GameContext): void {
   );
   const charts: TrainingCharts = {
     methods,
-    curve: (m, key) => combine(m.runs.map((r) => historySeries(r.summary, key, window))),
+    curve: (m, key) =>
+      historyCurve(
+        m.runs.map((r) => r.summary),
+        key,
+        window,
+      ),
     chart: (title, yLabel, percent, series, parts, legend) =>
       plots.add(
         [game, "train", ...parts],

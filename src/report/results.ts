@@ -30,7 +30,7 @@ import {
   formatDuration,
   formatPercent,
   formatScore,
-  movingAverage,
+  historyCurve,
   Plots,
   type Report,
   scoreFirst,
@@ -40,7 +40,7 @@ import {
 } from "./markdown.js";
 import { isTorchRun, modelColumn } from "./model.js";
 import { isRealModelGame, realGrids } from "./real-targets.js";
-import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
+import { barChart, type LineSeries, lineChart, PALETTE } from "./svg.js";
 import { computeTargets, kuhnBestPossible, mainExperiment, type TargetLine } from "./targets.js";
 
 /**
@@ -649,30 +649,6 @@ function differenceTable(
   );
 }
 
-function historyCurve(m: MethodRuns, key: string, window: number): Point[] {
-  const perSeed = m.runs.map((r) => {
-    const xs: number[] = [];
-    const ys: number[] = [];
-    r.summary.history.forEach((h, i) => {
-      const v = h[key];
-      if (typeof v !== "number" || !Number.isFinite(v)) return;
-      xs.push((typeof h.iteration === "number" ? h.iteration : i) + 1);
-      ys.push(v);
-    });
-    const sm = movingAverage(ys, window);
-    return new Map(xs.map((x, i) => [x, sm[i]]));
-  });
-  const xs = [...new Set(perSeed.flatMap((s) => [...s.keys()]))].sort((a, b) => a - b);
-  return xs.map((x) => {
-    const vals = perSeed
-      .map((s) => s.get(x))
-      .filter((v): v is number => v !== undefined && Number.isFinite(v));
-    if (vals.length === 0) return { x, y: Number.NaN };
-    const y = mean(vals);
-    return vals.length > 1 ? { x, y, lo: Math.min(...vals), hi: Math.max(...vals) } : { x, y };
-  });
-}
-
 function trainingCurves(ctx: Ctx, eg: ExperimentGame): void {
   const methods = eg.methods.filter((m) => m.runs.some((r) => r.summary.history.length > 0));
   if (methods.length === 0) return;
@@ -705,7 +681,11 @@ function trainingCurves(ctx: Ctx, eg: ExperimentGame): void {
         .map((m) => ({
           name: m.runs.length > 1 ? `${m.name} (${m.runs.length} seeds)` : m.name,
           color: PALETTE[eg.methods.indexOf(m) % PALETTE.length],
-          points: historyCurve(m, `${f.prefix}${o}`, window).map((p) => (spread ? p : { x: p.x, y: p.y })),
+          points: historyCurve(
+            m.runs.map((r) => r.summary),
+            `${f.prefix}${o}`,
+            window,
+          ).map((p) => (spread ? p : { x: p.x, y: p.y })),
         }))
         .filter((s) => s.points.some((p) => Number.isFinite(p.y)));
       if (series.length === 0) continue;
