@@ -25,10 +25,10 @@ import type { Tokenizer } from "../../model/tokenizer.js";
 import { scoreBatch } from "../../model/transformer.js";
 import type { ChatMessage, Policy, SamplingParams } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
-import type { Row, TrialSpec } from "../../rollout/types.js";
+import type { Row, TrialRecord, TrialSpec } from "../../rollout/types.js";
 import { TrialEnv } from "../../tasks/env.js";
 import { assignGroups } from "../../tasks/population.js";
-import { loadTask } from "../../tasks/registry.js";
+import { loadTask, type TaskDefinition } from "../../tasks/registry.js";
 import { allCellTexts, tictactoeCellFormat } from "../../tasks/tictactoe.js";
 import type { Seat, TaskOptions } from "../../tasks/types.js";
 import { checkPretrainGame, DEFAULT_POOLS, type PretrainGame } from "./corpus.js";
@@ -292,10 +292,12 @@ export interface EvaluateOptions {
   targets?: PretrainTargets;
 }
 
-export async function evaluatePretrained(opts: EvaluateOptions): Promise<PretrainEvaluation> {
-  const t0 = performance.now();
-  const game = checkPretrainGame(opts.game);
-  const def = await loadTask(game);
+/** The checks' trials: three attempts each, reflections between them, mixed seats against the pool. */
+async function checkTrials(
+  opts: EvaluateOptions,
+  game: PretrainGame,
+  def: TaskDefinition,
+): Promise<TrialRecord[]> {
   const groups = assignGroups({
     numGroups: opts.trials,
     pool: def.twoPlayer ? DEFAULT_POOLS[game] : null,
@@ -309,7 +311,7 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
     opponent: g.opponent,
     seat: g.seat,
   }));
-  const records = await runTrials(
+  return runTrials(
     specs,
     (s) =>
       def.create({
@@ -329,9 +331,13 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
       concurrency: 1,
     },
   );
-  const rows = records.flatMap((r) => r.rows);
-  const play = rows.filter((r) => r.phase === "play");
-  const reflect = rows.filter((r) => r.phase === "reflect");
+}
+
+/** Invalid play answers counted by reason (cells and quoted text generalised), and a few examples. */
+function invalidAnswers(
+  play: readonly Row[],
+  reflect: readonly Row[],
+): Pick<PretrainEvaluation, "invalidReasons" | "invalidExamples"> {
   const invalidReasons: Record<string, number> = {};
   for (const r of play) {
     if (r.valid) continue;
@@ -346,6 +352,16 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
     ...play.filter((r) => !r.valid).slice(0, 4),
     ...reflect.filter((r) => !r.valid).slice(0, 4),
   ].map((r) => ({ phase: r.phase, response: r.response, finishReason: r.finishReason }));
+  return { invalidReasons, invalidExamples };
+}
+
+export async function evaluatePretrained(opts: EvaluateOptions): Promise<PretrainEvaluation> {
+  const t0 = performance.now();
+  const game = checkPretrainGame(opts.game);
+  const records = await checkTrials(opts, game, await loadTask(game));
+  const rows = records.flatMap((r) => r.rows);
+  const play = rows.filter((r) => r.phase === "play");
+  const reflect = rows.filter((r) => r.phase === "reflect");
   const validPlay = play.filter((r) => r.valid).length;
   const validRemarks = reflect.filter((r) => r.valid).length;
   const states =
@@ -363,8 +379,7 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
     playAnswers: play.length,
     validPlayAnswers: validPlay,
     playValidRate: play.length > 0 ? validPlay / play.length : 0,
-    invalidReasons,
-    invalidExamples,
+    ...invalidAnswers(play, reflect),
     reflections: reflect.length,
     validRemarks,
     remarkValidRate: reflect.length > 0 ? validRemarks / reflect.length : 0,

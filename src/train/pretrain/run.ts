@@ -306,6 +306,43 @@ class PhaseClock {
   }
 }
 
+type Lap = ReturnType<PhaseClock["lap"]>;
+type PhaseName = "corpus" | "tokenizer" | "sft" | "save" | "eval";
+
+/** Each phase's wall and CPU milliseconds, as the report records them. */
+function phaseTimes(
+  clock: PhaseClock,
+  laps: Record<PhaseName, Lap>,
+): Pick<PretrainReport, "timings" | "cpu"> {
+  const of = (key: "wallMs" | "cpuMs") => ({
+    corpusMs: laps.corpus[key],
+    tokenizerMs: laps.tokenizer[key],
+    sftMs: laps.sft[key],
+    saveMs: laps.save[key],
+    evalMs: laps.eval[key],
+  });
+  return {
+    timings: { ...of("wallMs"), totalMs: clock.totalWallMs() },
+    cpu: { ...of("cpuMs"), totalMs: clock.totalCpuMs() },
+  };
+}
+
+/** The corpus's counts and its token lengths once tokenized. */
+function corpusSummary(
+  stats: CorpusStats,
+  examples: readonly { ids: ArrayLike<number>; scored: number }[],
+): PretrainReport["corpus"] {
+  const lengths = examples.map((e) => e.ids.length);
+  const tokens = lengths.reduce((a, b) => a + b, 0);
+  return {
+    ...stats,
+    tokens,
+    scoredTokens: examples.reduce((a, e) => a + e.scored, 0),
+    meanTokens: tokens / examples.length,
+    maxTokens: Math.max(...lengths),
+  };
+}
+
 /** What every phase of one run reads. */
 interface PretrainRun {
   game: PretrainGame;
@@ -375,34 +412,19 @@ export async function runPretrain(opts: PretrainOptions): Promise<PretrainReport
     settings: s,
     model: { preset: s.preset, config, parameters: parameterCount(config) },
     kernels: kernels.name,
-    corpus: {
-      ...corpus.stats,
-      tokens: corpusTokens,
-      scoredTokens: examples.reduce((a, e) => a + e.scored, 0),
-      meanTokens: corpusTokens / examples.length,
-      maxTokens: Math.max(...lengths),
-    },
+    corpus: corpusSummary(corpus.stats, examples),
     tokenizer: { vocabSize: tokenizer.vocabSize },
     taskKnobs,
     sft: summarizeSft(sft),
     evaluation,
     targetsMet: evaluation?.targets.every((x) => x.met) ?? false,
-    timings: {
-      corpusMs: corpusLap.wallMs,
-      tokenizerMs: tokenizerLap.wallMs,
-      sftMs: sftLap.wallMs,
-      saveMs: saveLap.wallMs,
-      evalMs: evalLap.wallMs,
-      totalMs: clock.totalWallMs(),
-    },
-    cpu: {
-      corpusMs: corpusLap.cpuMs,
-      tokenizerMs: tokenizerLap.cpuMs,
-      sftMs: sftLap.cpuMs,
-      saveMs: saveLap.cpuMs,
-      evalMs: evalLap.cpuMs,
-      totalMs: clock.totalCpuMs(),
-    },
+    ...phaseTimes(clock, {
+      corpus: corpusLap,
+      tokenizer: tokenizerLap,
+      sft: sftLap,
+      save: saveLap,
+      eval: evalLap,
+    }),
     run,
   };
   await writeFileAtomic(join(r.out, REPORT_FILE), `${JSON.stringify(report, null, 2)}\n`);
