@@ -328,7 +328,7 @@ function phaseTimes(
 }
 
 /** The corpus's counts and its token lengths once tokenized. */
-function corpusSummary(
+export function corpusSummary(
   stats: CorpusStats,
   examples: readonly { ids: ArrayLike<number>; scored: number }[],
 ): PretrainReport["corpus"] {
@@ -338,8 +338,8 @@ function corpusSummary(
     ...stats,
     tokens,
     scoredTokens: examples.reduce((a, e) => a + e.scored, 0),
-    meanTokens: tokens / examples.length,
-    maxTokens: Math.max(...lengths),
+    meanTokens: tokens / Math.max(1, examples.length),
+    maxTokens: Math.max(0, ...lengths),
   };
 }
 

@@ -32,7 +32,7 @@ import { ProgressBar } from "../progress.js";
 import { collectRunMeta, type RunMeta } from "../run-meta.js";
 import { buildCorpus, type CorpusStats, type CorpusTrial } from "./corpus.js";
 import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } from "./evaluate.js";
-import { corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
+import { corpusSummary, corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
 import { type SftExample, type SftSummary, summarizeSft } from "./sft.js";
 import { torchAnswerScorer } from "./torch-checks.js";
 import {
@@ -388,18 +388,6 @@ function workerOptions(
   return { ...given, env: { ...given?.env, OMP_NUM_THREADS: String(s.threads) } };
 }
 
-function corpusReport(stats: CorpusStats, examples: readonly SftExample[]): TorchPretrainReport["corpus"] {
-  const lengths = examples.map((e) => e.ids.length);
-  const tokens = lengths.reduce((a, b) => a + b, 0);
-  return {
-    ...stats,
-    tokens,
-    scoredTokens: examples.reduce((a, e) => a + e.scored, 0),
-    meanTokens: tokens / Math.max(1, examples.length),
-    maxTokens: Math.max(0, ...lengths),
-  };
-}
-
 /** Wall time of the phases, lap by lap. */
 class Stopwatch {
   private last = performance.now();
@@ -527,7 +515,7 @@ async function renderPhase(r: TorchRun, learner: TorchLearner, trials: readonly 
       ? { unlikely: { game: r.game, tokenize: cachedTokenizer(templateTokenizer(learner)) } }
       : {}),
   });
-  const stats = corpusReport({ trials: 0, playResponses: 0, malformed: 0, reflections: 0 }, examples);
+  const stats = corpusSummary({ trials: 0, playResponses: 0, malformed: 0, reflections: 0 }, examples);
   const unlikely = unlikelyCount(examples);
   r.say(
     `${stats.tokens} corpus tokens in the model's chat template (mean ${Math.round(stats.meanTokens)} per trial, ` +
@@ -769,7 +757,7 @@ async function trainAndExport(
   r.say(`wrote ${r.out}${exported.merged ? " (LoRA merged into the base)" : ""}`);
   return {
     export: { format: "hf", merged: exported.merged, dtype: "float32" },
-    corpus: corpusReport(c.corpus.stats, examples),
+    corpus: corpusSummary(c.corpus.stats, examples),
     sft: summarizeSft(sft),
     unlikely,
   };
