@@ -73,6 +73,23 @@ export function wholeGridRuns(
     .filter((r): r is RunRecord => r !== undefined);
 }
 
+type BaseRecord = ExperimentRecord["pretrained"][number];
+
+/**
+ * The bases of the whole grid: what an earlier invocation recorded, each replaced by this
+ * invocation's record of the same folder, then this invocation's new ones. A grid run in parts
+ * (`--seeds`, `--only`) keeps every seed's base and its checks.
+ */
+export function wholeGridBases(current: readonly BaseRecord[], previous: unknown): BaseRecord[] {
+  const now = new Map(current.map((b) => [b.dir, b]));
+  const earlier = Array.isArray(previous)
+    ? previous.filter((b): b is BaseRecord => typeof b?.dir === "string")
+    : [];
+  const kept = earlier.map((b) => now.get(b.dir) ?? b);
+  const seen = new Set(kept.map((b) => b.dir));
+  return [...kept, ...current.filter((b) => !seen.has(b.dir))];
+}
+
 export function isFinished(r: RunRecord): boolean {
   return r.status === "done" || r.status === "skipped";
 }
@@ -129,11 +146,14 @@ export class GridBook {
       })),
       machine: context.machine,
       runs: wholeGridRuns(plan, this.records, this.previous?.runs),
-      pretrained: plan.pretrains.map((p) => ({
-        dir: p.dir,
-        seconds: this.pretrainedSeconds.get(p.dir) ?? null,
-        targets: readBaseTargets(p.dir),
-      })),
+      pretrained: wholeGridBases(
+        plan.pretrains.map((p) => ({
+          dir: p.dir,
+          seconds: this.pretrainedSeconds.get(p.dir) ?? null,
+          targets: readBaseTargets(p.dir),
+        })),
+        this.previous?.pretrained,
+      ),
       wallSeconds: elapsed,
       totalWallSeconds: this.earlierWallSeconds + elapsed,
     };

@@ -287,6 +287,9 @@ describe("experiment run", () => {
       statusEverySeconds: 0,
     });
     const partial = JSON.parse(readFileSync(join(results, "experiment.json"), "utf8"));
+    // Beta runs on seed 1 only; seed 0's base and its checks stay recorded all the same.
+    assert.equal(record.pretrained.length, 2);
+    assert.deepEqual(partial.pretrained, resumed.pretrained);
     assert.deepEqual(
       partial.runs.map((r: { method: string; seed: number; wallSeconds: number | null }) => [
         r.method,
