@@ -78,12 +78,17 @@ type BaseRecord = ExperimentRecord["pretrained"][number];
 /**
  * The bases of the whole grid: what an earlier invocation recorded, each replaced by this
  * invocation's record of the same folder, then this invocation's new ones. A grid run in parts
- * (`--seeds`, `--only`) keeps every seed's base and its checks.
+ * (`--seeds`, `--only`) keeps every seed's base and its checks; an earlier base that is no
+ * longer one of the grid's (`gridDirs`: its settings changed since) is dropped.
  */
-export function wholeGridBases(current: readonly BaseRecord[], previous: unknown): BaseRecord[] {
+export function wholeGridBases(
+  current: readonly BaseRecord[],
+  previous: unknown,
+  gridDirs: readonly string[],
+): BaseRecord[] {
   const now = new Map(current.map((b) => [b.dir, b]));
   const earlier = Array.isArray(previous)
-    ? previous.filter((b): b is BaseRecord => typeof b?.dir === "string")
+    ? previous.filter((b): b is BaseRecord => typeof b?.dir === "string" && gridDirs.includes(b.dir))
     : [];
   const kept = earlier.map((b) => now.get(b.dir) ?? b);
   const seen = new Set(kept.map((b) => b.dir));
@@ -153,6 +158,7 @@ export class GridBook {
           targets: readBaseTargets(p.dir),
         })),
         this.previous?.pretrained,
+        plan.gridBaseDirs,
       ),
       wallSeconds: elapsed,
       totalWallSeconds: this.earlierWallSeconds + elapsed,

@@ -94,7 +94,10 @@ export interface ExperimentPlan {
   spec: ExperimentSpec;
   file: string;
   runs: PlannedRun[];
+  /** The bases this plan builds or checks (its runs' seeds). */
   pretrains: PlannedPretrain[];
+  /** The base folders of the whole grid, every method and seed, whatever the filter. */
+  gridBaseDirs: string[];
   resultsDir: string;
 }
 
@@ -179,7 +182,8 @@ export function gridCells(
 
 /**
  * Resolves every run of the grid (validating each config with its overrides, so a bad field is
- * reported before anything starts) and the pretrained models they share.
+ * reported before anything starts) and the pretrained models they share. A filter (`--only`,
+ * `--seeds`) limits the runs and bases to build; the whole grid's base folders are still listed.
  */
 export function planExperiment(
   spec: ExperimentSpec,
@@ -190,68 +194,84 @@ export function planExperiment(
   for (const m of filter.methods ?? []) {
     if (!known.has(m)) throw new UsageError(`--only: unknown method "${m}"; valid: ${[...known].join(", ")}`);
   }
-  const cells = gridCells(spec, filter.methods);
+  const chosen = (method: GridMethod, seed: number) =>
+    (!filter.methods || filter.methods.includes(method.name)) &&
+    (!filter.seeds || filter.seeds.includes(seed));
   const resultsDir = join(spec.resultsDir, spec.name);
   const pretrains = new Map<string, PlannedPretrain>();
+  const otherBases = new Map<string, PlannedPretrain>();
   const runs: PlannedRun[] = [];
-  for (const { method, seed } of cells) {
-    if (filter.seeds && !filter.seeds.includes(seed)) continue;
-    // The grid's name groups its runs in TensorBoard and W&B (when a run logs there).
-    const base = [
-      `logging.group=${JSON.stringify(spec.name)}`,
-      ...spec.set,
-      ...method.set,
-      `name=${method.name}`,
-      `seed=${seed}`,
-    ];
-    let config: MageConfig;
-    try {
-      config = loadConfig(method.config, base);
-    } catch (err) {
-      throw new UsageError(`method "${method.name}" (seed ${seed}): ${(err as Error).message}`);
-    }
-    let pretrainedDir: string | null = null;
-    const overrides = [...base];
-    if (config.model.backend === "torch") {
-      if (spec.warmStart !== null) {
-        const warmed = planWarmStart(spec, config, seed, pretrains);
-        pretrainedDir = warmed.dir;
-        overrides.push(`model.torch.path=${warmed.dir}`);
-        config = warmed.config;
-      }
-    } else if (config.model.checkpoint === null) {
-      pretrainedDir = join(spec.pretrainedDir, `${pretrainKey(config)}-s${seed}`);
-      if (!pretrains.has(pretrainedDir)) {
-        pretrains.set(pretrainedDir, {
-          dir: pretrainedDir,
-          game: config.game,
-          preset: config.model.preset,
-          seed,
-          kernels: config.model.kernels,
-          settings: config.pretrain,
-          knobs: taskKnobsText(config),
-        });
-      }
-      overrides.push(`model.checkpoint=${pretrainedDir}`);
-      config = { ...config, model: { ...config.model, checkpoint: pretrainedDir } };
-    }
-    runs.push({
-      method: method.name,
-      seed,
-      configPath: method.config,
-      overrides,
-      config,
-      pretrainedDir,
-      runDir: join(spec.runsDir, spec.name, `${method.name}-s${seed}`),
-      summaryPath: join(resultsDir, `${method.name}-s${seed}.json`),
-    });
+  for (const { method, seed } of gridCells(spec, filter.methods)) {
+    if (chosen(method, seed)) runs.push(planRun(spec, method, seed, pretrains));
+  }
+  for (const { method, seed } of gridCells(spec)) {
+    if (!chosen(method, seed)) planRun(spec, method, seed, otherBases);
   }
   if (spec.diversity !== null && runs.some((r) => r.config.model.backend === "torch")) {
     throw new UsageError(
       `invalid experiment ${file}: diversity is measured for embedded models only; set diversity: null for a grid of real models`,
     );
   }
-  return { spec, file, runs, pretrains: [...pretrains.values()], resultsDir };
+  const gridBaseDirs = [...new Set([...pretrains.keys(), ...otherBases.keys()])];
+  return { spec, file, runs, pretrains: [...pretrains.values()], gridBaseDirs, resultsDir };
+}
+
+/** One cell's run: its resolved config and, when it starts from one, the base model it shares (added to `pretrains`). */
+function planRun(
+  spec: ExperimentSpec,
+  method: GridMethod,
+  seed: number,
+  pretrains: Map<string, PlannedPretrain>,
+): PlannedRun {
+  // The grid's name groups its runs in TensorBoard and W&B (when a run logs there).
+  const base = [
+    `logging.group=${JSON.stringify(spec.name)}`,
+    ...spec.set,
+    ...method.set,
+    `name=${method.name}`,
+    `seed=${seed}`,
+  ];
+  let config: MageConfig;
+  try {
+    config = loadConfig(method.config, base);
+  } catch (err) {
+    throw new UsageError(`method "${method.name}" (seed ${seed}): ${(err as Error).message}`);
+  }
+  let pretrainedDir: string | null = null;
+  const overrides = [...base];
+  if (config.model.backend === "torch") {
+    if (spec.warmStart !== null) {
+      const warmed = planWarmStart(spec, config, seed, pretrains);
+      pretrainedDir = warmed.dir;
+      overrides.push(`model.torch.path=${warmed.dir}`);
+      config = warmed.config;
+    }
+  } else if (config.model.checkpoint === null) {
+    pretrainedDir = join(spec.pretrainedDir, `${pretrainKey(config)}-s${seed}`);
+    if (!pretrains.has(pretrainedDir)) {
+      pretrains.set(pretrainedDir, {
+        dir: pretrainedDir,
+        game: config.game,
+        preset: config.model.preset,
+        seed,
+        kernels: config.model.kernels,
+        settings: config.pretrain,
+        knobs: taskKnobsText(config),
+      });
+    }
+    overrides.push(`model.checkpoint=${pretrainedDir}`);
+    config = { ...config, model: { ...config.model, checkpoint: pretrainedDir } };
+  }
+  return {
+    method: method.name,
+    seed,
+    configPath: method.config,
+    overrides,
+    config,
+    pretrainedDir,
+    runDir: join(spec.runsDir, spec.name, `${method.name}-s${seed}`),
+    summaryPath: join(spec.resultsDir, spec.name, `${method.name}-s${seed}.json`),
+  };
 }
 
 /** The seed's warm-started copy of the config's real model (planned once per seed and settings). */

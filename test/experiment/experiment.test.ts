@@ -15,6 +15,7 @@ import { describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
 import { rebuiltBaseLines } from "../../src/experiment/base-check.js";
 import { readBaseTargets } from "../../src/experiment/base-targets.js";
+import { wholeGridBases } from "../../src/experiment/grid-record.js";
 import { describePlan, runState } from "../../src/experiment/plan-state.js";
 import { runExperiment } from "../../src/experiment/runner.js";
 import { planExperiment, pretrainArgs, pretrainKey, readExperiment } from "../../src/experiment/spec.js";
@@ -82,6 +83,41 @@ describe("experiment plan", () => {
     const args = pretrainArgs(plan.pretrains[0]);
     assert.deepEqual(args.slice(args.indexOf("--steps"), args.indexOf("--steps") + 2), ["--steps", "2"]);
     assert.ok(args.includes("--eval-trials"));
+  });
+
+  it("lists the whole grid's bases when a filter limits what it builds", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-filter-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const whole = planExperiment(readExperiment(file), file);
+    const seed1 = planExperiment(readExperiment(file), file, { seeds: [1] });
+    const beta = planExperiment(readExperiment(file), file, { methods: ["beta"] });
+    assert.deepEqual(
+      seed1.runs.map((r) => `${r.method}-s${r.seed}`),
+      ["alpha-s1", "beta-s1"],
+    );
+    assert.deepEqual(
+      beta.pretrains.map((p) => p.seed),
+      [1],
+    );
+    assert.equal(whole.gridBaseDirs.length, 2);
+    assert.deepEqual(seed1.gridBaseDirs.toSorted(), whole.gridBaseDirs.toSorted());
+    assert.deepEqual(beta.gridBaseDirs.toSorted(), whole.gridBaseDirs.toSorted());
+  });
+
+  it("keeps earlier bases of the grid in its record and drops those it no longer has", () => {
+    const base = (dir: string, seconds: number) => ({ dir, seconds, targets: null });
+    const earlier = [base("p/old-s0", 5), base("p/new-s0", 6), base("p/new-s1", 7)];
+    const now = [base("p/new-s1", 8), base("p/new-s2", 9)];
+    const kept = wholeGridBases(now, earlier, ["p/new-s0", "p/new-s1", "p/new-s2"]);
+    assert.deepEqual(
+      kept.map((b) => [b.dir, b.seconds]),
+      [
+        ["p/new-s0", 6],
+        ["p/new-s1", 8],
+        ["p/new-s2", 9],
+      ],
+    );
+    assert.deepEqual(wholeGridBases(now, "not a list", []), now);
   });
 
   it("keys a pretrained model by the resolved pretraining settings, defaults included", () => {
