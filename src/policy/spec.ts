@@ -99,6 +99,20 @@ function parseNumber(spec: string, key: string, value: string, integer: boolean,
 }
 
 function parseOpenAI(spec: string, rest: string): OpenAIPolicySpec {
+  const { urlPart, model, query } = splitOpenAISpec(spec, rest);
+  let baseUrl: string;
+  try {
+    baseUrl = normaliseBaseUrl(urlPart).toString().replace(/\/+$/, "");
+  } catch (err) {
+    throw bad(spec, err instanceof Error ? err.message : String(err));
+  }
+  const options: OpenAISpecOptions = { baseUrl, model };
+  if (query !== undefined) parseOpenAIQuery(spec, query, options);
+  return { kind: "openai", spec, options };
+}
+
+/** `URL#MODEL`, with options after `?` on either side of the `#` (not both). */
+function splitOpenAISpec(spec: string, rest: string): { urlPart: string; model: string; query?: string } {
   const hash = rest.indexOf("#");
   if (hash < 0) throw bad(spec, "missing the model name after '#'");
   let urlPart = rest.slice(0, hash);
@@ -117,74 +131,78 @@ function parseOpenAI(spec: string, rest: string): OpenAIPolicySpec {
   const model = modelPart.trim();
   if (model === "") throw bad(spec, "empty model name after '#'");
   if (urlPart.trim() === "") throw bad(spec, "missing the server URL");
-  let baseUrl: string;
-  try {
-    baseUrl = normaliseBaseUrl(urlPart.trim()).toString().replace(/\/+$/, "");
-  } catch (err) {
-    throw bad(spec, err instanceof Error ? err.message : String(err));
-  }
+  return { urlPart: urlPart.trim(), model, query };
+}
 
-  const options: OpenAISpecOptions = { baseUrl, model };
-  if (query !== undefined && query !== "") {
-    const seen = new Set<string>();
-    for (const pair of query.split("&")) {
-      if (pair === "") continue;
-      const eq = pair.indexOf("=");
-      if (eq < 0) throw bad(spec, `option "${pair}" needs a value (KEY=VALUE)`);
-      const key = pair.slice(0, eq);
-      let value: string;
-      try {
-        value = decodeURIComponent(pair.slice(eq + 1));
-      } catch {
-        throw bad(spec, `option "${pair}" has a malformed %-escape`);
-      }
-      if (!(OPENAI_SPEC_OPTIONS as readonly string[]).includes(key)) {
-        throw bad(spec, `unknown option "${key}"; valid options: ${OPENAI_SPEC_OPTIONS.join(", ")}`);
-      }
-      if (seen.has(key)) throw bad(spec, `option ${key} given twice`);
-      seen.add(key);
-      switch (key) {
-        case "apiKeyEnv":
-          if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(value)) {
-            // Never echo the value: it may be a key pasted by mistake.
-            throw bad(
-              spec.split(pair).join("apiKeyEnv=***"),
-              "apiKeyEnv must name an environment variable (letters, digits, _), not hold the key itself",
-            );
-          }
-          options.apiKeyEnv = value;
-          break;
-        case "concurrency":
-          options.concurrency = parseNumber(spec, key, value, true, 1);
-          break;
-        case "timeout": {
-          const s = parseNumber(spec, key, value, false, 0);
-          if (s === 0) throw bad(spec, "option timeout must be > 0 seconds");
-          options.timeoutMs = s * 1000;
-          break;
-        }
-        case "retries":
-          options.retries = parseNumber(spec, key, value, true, 0);
-          break;
-        case "baseDelay":
-          options.baseDelayMs = parseNumber(spec, key, value, false, 0) * 1000;
-          break;
-        case "maxDelay":
-          options.maxDelayMs = parseNumber(spec, key, value, false, 0) * 1000;
-          break;
-        case "logprobs":
-          options.logprobs = parseBool(spec, key, value);
-          break;
-        case "thinking":
-          options.extraBody = { chat_template_kwargs: { enable_thinking: parseBool(spec, key, value) } };
-          break;
-        case "sendTokenIds":
-          options.sendTokenIds = parseBool(spec, key, value);
-          break;
-      }
+/** The `KEY=VALUE&…` options, each known, given once and %-decoded, into `options`. */
+function parseOpenAIQuery(spec: string, query: string, options: OpenAISpecOptions): void {
+  const seen = new Set<string>();
+  for (const pair of query.split("&")) {
+    if (pair === "") continue;
+    const eq = pair.indexOf("=");
+    if (eq < 0) throw bad(spec, `option "${pair}" needs a value (KEY=VALUE)`);
+    const key = pair.slice(0, eq);
+    let value: string;
+    try {
+      value = decodeURIComponent(pair.slice(eq + 1));
+    } catch {
+      throw bad(spec, `option "${pair}" has a malformed %-escape`);
     }
+    if (!(OPENAI_SPEC_OPTIONS as readonly string[]).includes(key)) {
+      throw bad(spec, `unknown option "${key}"; valid options: ${OPENAI_SPEC_OPTIONS.join(", ")}`);
+    }
+    if (seen.has(key)) throw bad(spec, `option ${key} given twice`);
+    seen.add(key);
+    setOpenAIOption(spec, pair, key, value, options);
   }
-  return { kind: "openai", spec, options };
+}
+
+function setOpenAIOption(
+  spec: string,
+  pair: string,
+  key: string,
+  value: string,
+  options: OpenAISpecOptions,
+): void {
+  switch (key) {
+    case "apiKeyEnv":
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(value)) {
+        // Never echo the value: it may be a key pasted by mistake.
+        throw bad(
+          spec.split(pair).join("apiKeyEnv=***"),
+          "apiKeyEnv must name an environment variable (letters, digits, _), not hold the key itself",
+        );
+      }
+      options.apiKeyEnv = value;
+      break;
+    case "concurrency":
+      options.concurrency = parseNumber(spec, key, value, true, 1);
+      break;
+    case "timeout": {
+      const s = parseNumber(spec, key, value, false, 0);
+      if (s === 0) throw bad(spec, "option timeout must be > 0 seconds");
+      options.timeoutMs = s * 1000;
+      break;
+    }
+    case "retries":
+      options.retries = parseNumber(spec, key, value, true, 0);
+      break;
+    case "baseDelay":
+      options.baseDelayMs = parseNumber(spec, key, value, false, 0) * 1000;
+      break;
+    case "maxDelay":
+      options.maxDelayMs = parseNumber(spec, key, value, false, 0) * 1000;
+      break;
+    case "logprobs":
+      options.logprobs = parseBool(spec, key, value);
+      break;
+    case "thinking":
+      options.extraBody = { chat_template_kwargs: { enable_thinking: parseBool(spec, key, value) } };
+      break;
+    case "sendTokenIds":
+      options.sendTokenIds = parseBool(spec, key, value);
+      break;
+  }
 }
 
 /** Parses a policy spec (see the module comment). Throws UsageError listing the accepted forms. */
