@@ -29,84 +29,52 @@ const USAGE = [
   "  trials' play logged, how many attempts after a lost one play its losing move again.",
 ].join("\n");
 
+const FLAGS = {
+  iteration: { type: "string" },
+  trial: { type: "string" },
+  line: { type: "string" },
+  opponent: { type: "string" },
+  seat: { type: "string" },
+  outcome: { type: "string" },
+  limit: { type: "string" },
+  compact: { type: "boolean" },
+  list: { type: "boolean" },
+  tactics: { type: "boolean" },
+  outcomes: { type: "boolean" },
+} as const;
+
+type ReplayFlags = ReturnType<typeof parseFlags<typeof FLAGS>>["values"];
+
 export const command: Command = {
   name: "replay",
   summary: "Replay logged trials (training transcripts, `mage eval --out` files) attempt by attempt",
   usage: USAGE,
   async run(argv) {
-    const { values, positionals } = parseFlags(
-      argv,
-      {
-        iteration: { type: "string" },
-        trial: { type: "string" },
-        line: { type: "string" },
-        opponent: { type: "string" },
-        seat: { type: "string" },
-        outcome: { type: "string" },
-        limit: { type: "string" },
-        compact: { type: "boolean" },
-        list: { type: "boolean" },
-        tactics: { type: "boolean" },
-        outcomes: { type: "boolean" },
-      },
-      USAGE,
-      true,
-    );
+    const { values, positionals } = parseFlags(argv, FLAGS, USAGE, true);
     if (positionals.length !== 1)
       throw new UsageError(`give one run directory or JSONL file\nusage: ${USAGE}`);
-    if (values.seat !== undefined && values.seat !== "first" && values.seat !== "second")
-      throw new UsageError(`--seat must be first or second, got "${values.seat}"`);
-    if (values.outcome !== undefined && !isOutcome(values.outcome))
-      throw new UsageError(`--outcome must be one of ${OUTCOMES.join(", ")}, got "${values.outcome}"`);
-    const iteration = intFlag("iteration", values.iteration);
-    const trial = intFlag("trial", values.trial);
-    const line = intFlag("line", values.line);
+    const filter = trialFilterOf(values);
     const limit = intFlag("limit", values.limit);
     if (limit === 0) throw new UsageError("--limit must be at least 1");
 
-    const log = readTrialLog(resolveTrialLog(positionals[0]));
-    if (log.skipped.length > 0) {
-      const shown = log.skipped.slice(0, 5).join(", ");
-      console.error(
-        `mage replay: ${log.skipped.length} line(s) of ${log.file} are not trial records (line ${shown}${log.skipped.length > 5 ? ", …" : ""}); skipped`,
-      );
-    }
-    const filter: TrialFilter = {
-      ...(iteration !== undefined ? { iteration } : {}),
-      ...(trial !== undefined ? { trialId: trial } : {}),
-      ...(line !== undefined ? { line } : {}),
-      ...(values.opponent !== undefined ? { opponent: values.opponent } : {}),
-      ...(values.seat !== undefined ? { seat: values.seat } : {}),
-      ...(values.outcome !== undefined && isOutcome(values.outcome) ? { outcome: values.outcome } : {}),
-    };
+    const log = readLogNamingSkips(positionals[0]);
     const selected = log.records.filter((r) => matchesTrial(r, filter));
     const selecting = isSelecting(filter);
-    const listing = values.list === true || !selecting;
-    const cap = limit ?? (listing ? 50 : 5);
     if (selected.length === 0) {
       console.log(`no trial in ${log.file} matches (${log.records.length} trial(s) in the file)`);
       return selecting ? 1 : 0;
     }
     if (values.outcomes) {
-      console.log(
-        formatAttemptOutcomes(
-          countAttemptOutcomes(selected),
-          selected.length,
-          countLosingMoveRepeats(selected),
-        ),
-      );
+      const counts = countAttemptOutcomes(selected);
+      console.log(formatAttemptOutcomes(counts, selected.length, countLosingMoveRepeats(selected)));
       return 0;
     }
     if (values.tactics) {
-      const memories = selected.flatMap((r) => (r.memory?.task === "tictactoe" ? [r.memory] : []));
-      if (memories.length === 0)
-        throw new UsageError(
-          "--tactics needs TicTacToe trials with their play (transcripts or `mage eval --out`)",
-        );
-      console.log(`${memories.length} TicTacToe trial(s): ${formatTactics(countTactics(memories))}`);
+      printTactics(selected);
       return 0;
     }
-    const shown = selected.slice(0, cap);
+    const listing = values.list === true || !selecting;
+    const shown = selected.slice(0, limit ?? (listing ? 50 : 5));
     if (listing) for (const r of shown) console.log(trialLine(r));
     else console.log(shown.map((r) => renderTrial(r, { compact: values.compact === true })).join("\n\n"));
     if (selected.length > shown.length)
@@ -115,3 +83,43 @@ export const command: Command = {
     return 0;
   },
 };
+
+/** The selection flags as a filter, each checked. */
+function trialFilterOf(values: ReplayFlags): TrialFilter {
+  if (values.seat !== undefined && values.seat !== "first" && values.seat !== "second")
+    throw new UsageError(`--seat must be first or second, got "${values.seat}"`);
+  if (values.outcome !== undefined && !isOutcome(values.outcome))
+    throw new UsageError(`--outcome must be one of ${OUTCOMES.join(", ")}, got "${values.outcome}"`);
+  const iteration = intFlag("iteration", values.iteration);
+  const trial = intFlag("trial", values.trial);
+  const line = intFlag("line", values.line);
+  return {
+    ...(iteration !== undefined ? { iteration } : {}),
+    ...(trial !== undefined ? { trialId: trial } : {}),
+    ...(line !== undefined ? { line } : {}),
+    ...(values.opponent !== undefined ? { opponent: values.opponent } : {}),
+    ...(values.seat !== undefined ? { seat: values.seat } : {}),
+    ...(values.outcome !== undefined && isOutcome(values.outcome) ? { outcome: values.outcome } : {}),
+  };
+}
+
+/** The trial log, with its lines that are not trial records named on stderr. */
+function readLogNamingSkips(path: string): ReturnType<typeof readTrialLog> {
+  const log = readTrialLog(resolveTrialLog(path));
+  if (log.skipped.length > 0) {
+    const shown = log.skipped.slice(0, 5).join(", ");
+    console.error(
+      `mage replay: ${log.skipped.length} line(s) of ${log.file} are not trial records (line ${shown}${log.skipped.length > 5 ? ", …" : ""}); skipped`,
+    );
+  }
+  return log;
+}
+
+function printTactics(selected: ReturnType<typeof readTrialLog>["records"]): void {
+  const memories = selected.flatMap((r) => (r.memory?.task === "tictactoe" ? [r.memory] : []));
+  if (memories.length === 0)
+    throw new UsageError(
+      "--tactics needs TicTacToe trials with their play (transcripts or `mage eval --out`)",
+    );
+  console.log(`${memories.length} TicTacToe trial(s): ${formatTactics(countTactics(memories))}`);
+}
