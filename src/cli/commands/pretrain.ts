@@ -187,95 +187,97 @@ export function formatPretrainReport(r: PretrainReport): string {
   return lines.join("\n");
 }
 
+const FLAGS = {
+  game: { type: "string" },
+  preset: { type: "string" },
+  out: { type: "string" },
+  steps: { type: "string" },
+  seed: { type: "string" },
+  kernels: { type: "string" },
+  "corpus-trials": { type: "string" },
+  "eval-trials": { type: "string" },
+  lr: { type: "string" },
+  "init-std": { type: "string" },
+  "answers-only": { type: "boolean" },
+  "batch-tokens": { type: "string" },
+  shards: { type: "string" },
+  "action-weight": { type: "string" },
+  "tactical-rate": { type: "string" },
+  epsilon: { type: "string" },
+  "reflection-moves": { type: "string" },
+  "heed-reflections": { type: "boolean" },
+  knobs: { type: "string" },
+  backend: { type: "string" },
+  model: { type: "string" },
+  "lora-rank": { type: "string" },
+  device: { type: "string" },
+  dtype: { type: "string" },
+  "micro-batch-tokens": { type: "string" },
+  threads: { type: "string" },
+  "prefix-cache-mb": { type: "string" },
+  unlikelihood: { type: "string" },
+  resume: { type: "boolean" },
+  "checkpoint-seconds": { type: "string" },
+  "eval-batch": { type: "string" },
+  json: { type: "boolean", default: false },
+} as const;
+
+type FlagValues = Record<string, string | boolean | undefined>;
+
 export const command: Command = {
   name: "pretrain",
   summary:
     "supervised warm start (the embedded model, or a Hugging Face model with --backend torch) on unskilled scripted play",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
-    let values: Record<string, string | boolean | undefined>;
+    let values: FlagValues;
     try {
-      ({ values } = parseArgs({
-        args: argv,
-        options: {
-          game: { type: "string" },
-          preset: { type: "string" },
-          out: { type: "string" },
-          steps: { type: "string" },
-          seed: { type: "string" },
-          kernels: { type: "string" },
-          "corpus-trials": { type: "string" },
-          "eval-trials": { type: "string" },
-          lr: { type: "string" },
-          "init-std": { type: "string" },
-          "answers-only": { type: "boolean" },
-          "batch-tokens": { type: "string" },
-          shards: { type: "string" },
-          "action-weight": { type: "string" },
-          "tactical-rate": { type: "string" },
-          epsilon: { type: "string" },
-          "reflection-moves": { type: "string" },
-          "heed-reflections": { type: "boolean" },
-          knobs: { type: "string" },
-          backend: { type: "string" },
-          model: { type: "string" },
-          "lora-rank": { type: "string" },
-          device: { type: "string" },
-          dtype: { type: "string" },
-          "micro-batch-tokens": { type: "string" },
-          threads: { type: "string" },
-          "prefix-cache-mb": { type: "string" },
-          unlikelihood: { type: "string" },
-          resume: { type: "boolean" },
-          "checkpoint-seconds": { type: "string" },
-          "eval-batch": { type: "string" },
-          json: { type: "boolean", default: false },
-        },
-        strict: true,
-        allowPositionals: false,
-      }));
+      ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
     } catch (err) {
       throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
     }
-    const str = (k: string) => values[k] as string | undefined;
-    if (str("game") === undefined)
+    if (values.game === undefined)
       throw new UsageError(`--game is required; valid choices: ${PRETRAIN_GAMES.join(", ")}`);
-    const backend = expectChoice("backend", str("backend") ?? "embedded", BACKENDS);
+    const backend = expectChoice("backend", (values.backend as string | undefined) ?? "embedded", BACKENDS);
     checkBackendFlags(backend, values);
-    if (backend === "torch") return runTorchCommand(values);
-    const game = expectChoice("game", str("game")!, PRETRAIN_GAMES);
-    const preset =
-      str("preset") === undefined ? undefined : expectChoice("preset", str("preset")!, PRESET_NAMES);
-    const kernels =
-      str("kernels") === undefined ? undefined : expectChoice("kernels", str("kernels")!, KERNEL_PREFERENCES);
-    const report = await runPretrain({
-      game,
-      preset,
-      kernels,
-      out: str("out"),
-      steps: intFlag("steps", str("steps"), { min: 1 }),
-      seed: intFlag("seed", str("seed")),
-      corpusTrials: intFlag("corpus-trials", str("corpus-trials"), { min: 1 }),
-      evalTrials: intFlag("eval-trials", str("eval-trials"), { min: 1 }),
-      batchTokens: intFlag("batch-tokens", str("batch-tokens"), { min: 1 }),
-      shards: intFlag("shards", str("shards"), { min: 1 }),
-      actionWeight: intFlag("action-weight", str("action-weight"), { min: 1 }),
-      lr: numberFlag("lr", str("lr")),
-      initStd: numberFlag("init-std", str("init-std")),
-      tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
-      epsilon: rateFlag("epsilon", str("epsilon")),
-      reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
-      heedReflections: values["heed-reflections"] ? true : undefined,
-      ...(str("knobs") !== undefined ? { taskKnobs: parseKnobsArg(game, str("knobs")!) } : {}),
-      contextLoss: values["answers-only"] ? false : undefined,
-      progress: values.json ? null : process.stderr,
-    });
-    process.stdout.write(
-      values.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatPretrainReport(report)}\n`,
-    );
-    return 0;
+    return backend === "torch" ? runTorchCommand(values) : runEmbeddedCommand(values);
   },
 };
+
+async function runEmbeddedCommand(values: FlagValues): Promise<number> {
+  const str = (k: string) => values[k] as string | undefined;
+  const game = expectChoice("game", str("game")!, PRETRAIN_GAMES);
+  const preset =
+    str("preset") === undefined ? undefined : expectChoice("preset", str("preset")!, PRESET_NAMES);
+  const kernels =
+    str("kernels") === undefined ? undefined : expectChoice("kernels", str("kernels")!, KERNEL_PREFERENCES);
+  const report = await runPretrain({
+    game,
+    preset,
+    kernels,
+    out: str("out"),
+    steps: intFlag("steps", str("steps"), { min: 1 }),
+    seed: intFlag("seed", str("seed")),
+    corpusTrials: intFlag("corpus-trials", str("corpus-trials"), { min: 1 }),
+    evalTrials: intFlag("eval-trials", str("eval-trials"), { min: 1 }),
+    batchTokens: intFlag("batch-tokens", str("batch-tokens"), { min: 1 }),
+    shards: intFlag("shards", str("shards"), { min: 1 }),
+    actionWeight: intFlag("action-weight", str("action-weight"), { min: 1 }),
+    lr: numberFlag("lr", str("lr")),
+    initStd: numberFlag("init-std", str("init-std")),
+    tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
+    epsilon: rateFlag("epsilon", str("epsilon")),
+    reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
+    heedReflections: values["heed-reflections"] ? true : undefined,
+    ...(str("knobs") !== undefined ? { taskKnobs: parseKnobsArg(game, str("knobs")!) } : {}),
+    contextLoss: values["answers-only"] ? false : undefined,
+    progress: values.json ? null : process.stderr,
+  });
+  process.stdout.write(
+    values.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatPretrainReport(report)}\n`,
+  );
+  return 0;
+}
 
 async function runTorchCommand(values: Record<string, string | boolean | undefined>): Promise<number> {
   const str = (k: string) => values[k] as string | undefined;
