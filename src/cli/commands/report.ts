@@ -134,78 +134,83 @@ export async function writeResults(
   return { ...(await writeFiles(report, outPath, plotsDir)), notes };
 }
 
+interface ReportFlags {
+  out?: string;
+  "plots-dir"?: string;
+  title?: string;
+  smooth?: string;
+  results?: boolean;
+  runs?: boolean;
+}
+
 export const command: Command = {
   name: "report",
   summary: "Markdown report with SVG plots (runs table, final evaluation, curves) from run summaries",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
-    let values: {
-      out?: string;
-      "plots-dir"?: string;
-      title?: string;
-      smooth?: string;
-      results?: boolean;
-      runs?: boolean;
-    };
-    let positionals: string[];
-    try {
-      ({ values, positionals } = parseArgs({
-        args: argv,
-        strict: true,
-        allowPositionals: true,
-        options: {
-          out: { type: "string" },
-          "plots-dir": { type: "string" },
-          title: { type: "string" },
-          smooth: { type: "string" },
-          results: { type: "boolean" },
-          runs: { type: "boolean" },
-        },
-      }));
-    } catch (err) {
-      throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
-    }
-    if (positionals.length === 0) {
-      throw new UsageError(`name at least one run directory or directory of summaries\nusage: ${USAGE}`);
-    }
-    if (values.out === "") throw new UsageError("--out needs a file name");
-    if (values["plots-dir"] === "") throw new UsageError("--plots-dir needs a folder name");
-    let smooth: number | undefined;
-    if (values.smooth !== undefined) {
-      if (!/^\d+$/.test(values.smooth) || Number(values.smooth) < 1 || Number(values.smooth) > 1000) {
-        throw new UsageError(`--smooth must be an integer in 1..1000, got "${values.smooth}"`);
-      }
-      smooth = Number(values.smooth);
-    }
-    if (values.results && values.runs) throw new UsageError("--results and --runs exclude each other");
-    const resultsMode =
-      values.results === true ||
-      (values.runs !== true && positionals.length === 1 && isExperimentsFolder(positionals[0]));
-    if (resultsMode) {
-      if (positionals.length !== 1) {
-        throw new UsageError(
-          `--results takes one experiments folder, got ${positionals.length}\nusage: ${USAGE}`,
-        );
-      }
-      const res = await writeResults(positionals[0], {
-        ...(values.out !== undefined ? { out: values.out } : {}),
-        ...(values["plots-dir"] !== undefined ? { plotsDir: values["plots-dir"] } : {}),
-        ...(values.title !== undefined ? { title: values.title } : {}),
-        ...(smooth !== undefined ? { smooth } : {}),
-        command: ["mage report", ...argv].join(" "),
-      });
-      for (const note of res.notes) console.error(`note: ${note}`);
-      console.log(`wrote ${res.markdownPath} and ${res.plotPaths.length} plot(s)`);
-      return 0;
-    }
-    const res = await writeReport(positionals, {
+    const { values, positionals, smooth } = parseReportFlags(argv);
+    const common = {
       ...(values.out !== undefined ? { out: values.out } : {}),
       ...(values["plots-dir"] !== undefined ? { plotsDir: values["plots-dir"] } : {}),
       ...(values.title !== undefined ? { title: values.title } : {}),
       ...(smooth !== undefined ? { smooth } : {}),
-    });
+    };
+    const resultsMode =
+      values.results === true ||
+      (values.runs !== true && positionals.length === 1 && isExperimentsFolder(positionals[0]));
+    if (resultsMode && positionals.length !== 1) {
+      throw new UsageError(
+        `--results takes one experiments folder, got ${positionals.length}\nusage: ${USAGE}`,
+      );
+    }
+    const res = resultsMode
+      ? await writeResults(positionals[0], { ...common, command: ["mage report", ...argv].join(" ") })
+      : await writeReport(positionals, common);
     for (const note of res.notes) console.error(`note: ${note}`);
     console.log(`wrote ${res.markdownPath} and ${res.plotPaths.length} plot(s)`);
     return 0;
   },
 };
+
+/** The flags, each checked, and `--smooth` as a number. */
+function parseReportFlags(argv: string[]): {
+  values: ReportFlags;
+  positionals: string[];
+  smooth: number | undefined;
+} {
+  let parsed: { values: ReportFlags; positionals: string[] };
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: true,
+      options: {
+        out: { type: "string" },
+        "plots-dir": { type: "string" },
+        title: { type: "string" },
+        smooth: { type: "string" },
+        results: { type: "boolean" },
+        runs: { type: "boolean" },
+      },
+    });
+  } catch (err) {
+    throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
+  }
+  const { values, positionals } = parsed;
+  if (positionals.length === 0) {
+    throw new UsageError(`name at least one run directory or directory of summaries\nusage: ${USAGE}`);
+  }
+  if (values.out === "") throw new UsageError("--out needs a file name");
+  if (values["plots-dir"] === "") throw new UsageError("--plots-dir needs a folder name");
+  const smooth = smoothFlag(values.smooth);
+  if (values.results && values.runs) throw new UsageError("--results and --runs exclude each other");
+  return { values, positionals, smooth };
+}
+
+function smoothFlag(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > 1000) {
+    throw new UsageError(`--smooth must be an integer in 1..1000, got "${value}"`);
+  }
+  return Number(value);
+}
