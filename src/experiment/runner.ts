@@ -99,12 +99,7 @@ async function runLocked(
   elapsed: () => number,
 ): Promise<{ record: ExperimentRecord; failed: number; stopped: boolean }> {
   mkdirSync(plan.resultsDir, { recursive: true });
-  const noTrain = opts.noTrain ?? false;
-  const pretrainJobs = pretrainJobsOf(plan, noTrain);
-  const trains = trainJobsOf(plan, pretrainJobs, noTrain);
-  const jobs: Job[] = [...pretrainJobs.values(), ...trains.jobs];
-  jobs.push(...diversityJobsOf(plan, pretrainJobs, trains.jobs, noTrain));
-  dropUnneededPretrains(pretrainJobs, jobs);
+  const { pretrainJobs, trains, jobs } = gridJobs(plan, opts.noTrain ?? false);
   checkBuiltBases(plan, pretrainJobs, jobs, opts.acceptRebuiltBases ?? false, log);
 
   // Once per grid: it runs git, and the record is rewritten after every job.
@@ -122,8 +117,7 @@ async function runLocked(
   );
   await book.save();
 
-  let stopped = false;
-  const launch: LaunchContext = {
+  const stopped = await runJobs(jobs, jobsAtOnce, opts, {
     plan,
     book,
     log,
@@ -131,24 +125,7 @@ async function runLocked(
     env: childEnv(machine, jobsAtOnce),
     entry: cliEntry(),
     acceptRebuiltBases: opts.acceptRebuiltBases ?? false,
-    stopping: () => stopped,
-  };
-  const onStop = () => {
-    if (stopped) return;
-    stopped = true;
-    log("stopping: runs in flight checkpoint and stop; rerun the same command to continue");
-    for (const j of jobs) if (j.child) j.child.kill("SIGINT");
-  };
-  const every = (opts.statusEverySeconds ?? 60) * 1000;
-  const timer = every > 0 ? setInterval(() => log(statusLine(jobs, book, elapsed)), every) : null;
-  try {
-    await schedule(jobs, jobsAtOnce, launch, () => {
-      if (!stopped && opts.shouldStop?.()) onStop();
-      return stopped;
-    });
-  } finally {
-    if (timer) clearInterval(timer);
-  }
+  });
   await book.save();
   const failedMeasures = jobs.filter(
     (j) => j.kind === "diversity" && (j.state === "failed" || j.state === "blocked"),
@@ -160,6 +137,48 @@ async function runLocked(
       `${stopped ? ", stopped early" : ""} in ${formatClock(elapsed())}; summaries in ${plan.resultsDir}`,
   );
   return { record: book.record(), failed, stopped };
+}
+
+/** The grid's jobs: bases to pretrain (only those a pending job needs), runs and measurements. */
+function gridJobs(plan: ExperimentPlan, noTrain: boolean) {
+  const pretrainJobs = pretrainJobsOf(plan, noTrain);
+  const trains = trainJobsOf(plan, pretrainJobs, noTrain);
+  const jobs: Job[] = [...pretrainJobs.values(), ...trains.jobs];
+  jobs.push(...diversityJobsOf(plan, pretrainJobs, trains.jobs, noTrain));
+  dropUnneededPretrains(pretrainJobs, jobs);
+  return { pretrainJobs, trains, jobs };
+}
+
+/**
+ * Runs the jobs, logging a status line every `statusEverySeconds`; a stop request (`shouldStop`)
+ * lets the runs in flight checkpoint and stop. Returns whether it stopped early.
+ */
+async function runJobs(
+  jobs: Job[],
+  jobsAtOnce: number,
+  opts: RunExperimentOptions,
+  context: Omit<LaunchContext, "stopping">,
+): Promise<boolean> {
+  let stopped = false;
+  const launch: LaunchContext = { ...context, stopping: () => stopped };
+  const onStop = () => {
+    if (stopped) return;
+    stopped = true;
+    context.log("stopping: runs in flight checkpoint and stop; rerun the same command to continue");
+    for (const j of jobs) if (j.child) j.child.kill("SIGINT");
+  };
+  const every = (opts.statusEverySeconds ?? 60) * 1000;
+  const status = () => context.log(statusLine(jobs, context.book, context.elapsed));
+  const timer = every > 0 ? setInterval(status, every) : null;
+  try {
+    await schedule(jobs, jobsAtOnce, launch, () => {
+      if (!stopped && opts.shouldStop?.()) onStop();
+      return stopped;
+    });
+  } finally {
+    if (timer) clearInterval(timer);
+  }
+  return stopped;
 }
 
 /**

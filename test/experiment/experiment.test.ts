@@ -451,6 +451,38 @@ describe("experiment run", () => {
     assert.notEqual(sha(join(results, "beta-s1.json")), sha(alpha1));
   });
 
+  it("stops on request, letting the runs in flight stop, and a rerun finishes the grid", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-stop-"));
+    const file = writeExperiment(root, writeConfig(root));
+    const lines: string[] = [];
+    const cut = await runExperiment(planExperiment(readExperiment(file), file), {
+      log: (l) => lines.push(l),
+      statusEverySeconds: 0,
+      shouldStop: () => lines.some((l) => /\] start \w+-s\d/.test(l)),
+    });
+    assert.equal(cut.stopped, true, lines.join("\n"));
+    const stopAt = lines.findIndex((l) => l.startsWith("stopping: runs in flight checkpoint and stop"));
+    assert.ok(stopAt > 0, lines.join("\n"));
+    assert.ok(!lines.slice(stopAt).some((l) => l.includes("] start ")), "nothing starts after the stop");
+    // The run in flight got the stop too (SIGINT: it checkpoints and exits) rather than running on.
+    assert.ok(
+      lines.slice(stopAt).some((l) => /\] stopped \w+-s\d in /.test(l)),
+      lines.join("\n"),
+    );
+    assert.match(lines.at(-1)!, /, stopped early in /);
+    assert.equal(cut.failed, 0, "a run the stop ended is pending, not failed");
+    const statuses = cut.record.runs.map((r) => r.status);
+    assert.ok(statuses.includes("pending"), statuses.join(", "));
+    const resumed = await runExperiment(planExperiment(readExperiment(file), file), {
+      log: () => {},
+      statusEverySeconds: 0,
+    });
+    assert.equal(resumed.stopped, false);
+    assert.equal(resumed.failed, 0);
+    assert.ok(resumed.record.runs.every((r) => r.status === "done" || r.status === "skipped"));
+    assert.equal(resumed.record.runs.length, 3);
+  });
+
   it("refuses to run a grid that another live process holds", async () => {
     const root = mkdtempSync(join(tmpdir(), "mage-exp-lock-"));
     const file = writeExperiment(root, writeConfig(root));
