@@ -23,3 +23,13 @@ export function readBaseTargets(dir: string): BaseTargets | null {
     .filter((t): t is TargetValue => t !== null);
   return { met: missed.length === 0, missed };
 }
+
+/**
+ * The pretraining seconds the base's own report measured, or null without one: the record's
+ * fallback for a base built by another invocation (another worktree, a record mended by hand).
+ */
+export function readBaseSeconds(dir: string): number | null {
+  const report = readPretrainReport(dir) as { timings?: { totalMs?: unknown } } | null;
+  const ms = report?.timings?.totalMs;
+  return typeof ms === "number" && Number.isFinite(ms) ? ms / 1000 : null;
+}

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { writeFileAtomic } from "../core/atomic-write.js";
 import { EXPERIMENT_FORMAT } from "../core/file-formats.js";
 import type { collectRunMeta } from "../train/run-meta.js";
-import { type BaseTargets, readBaseTargets } from "./base-targets.js";
+import { type BaseTargets, readBaseSeconds, readBaseTargets } from "./base-targets.js";
 import { type ExperimentPlan, gridCells, type PlannedRun } from "./spec.js";
 
 /**
@@ -31,7 +31,10 @@ export interface ExperimentRecord {
   methods: { method: string; config: string; set: string[]; seeds: number[] }[];
   machine: ReturnType<typeof collectRunMeta>;
   runs: RunRecord[];
-  /** Each seed's base model: its pretraining seconds and whether it met its own targets (null: no report). */
+  /**
+   * Each seed's base model: its pretraining seconds (the grid's job, else the base's own report)
+   * and whether it met its own targets (null: no report).
+   */
   pretrained: { dir: string; seconds: number | null; targets: BaseTargets | null }[];
   /** This invocation's wall-clock seconds. */
   wallSeconds: number;
@@ -154,7 +157,7 @@ export class GridBook {
       pretrained: wholeGridBases(
         plan.pretrains.map((p) => ({
           dir: p.dir,
-          seconds: this.pretrainedSeconds.get(p.dir) ?? null,
+          seconds: this.pretrainedSeconds.get(p.dir) ?? readBaseSeconds(p.dir),
           targets: readBaseTargets(p.dir),
         })),
         this.previous?.pretrained,

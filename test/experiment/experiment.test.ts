@@ -279,6 +279,10 @@ describe("experiment run", () => {
       ["done", "done", "done"],
     );
 
+    // A record that lost a base's time (a base built by another worktree's invocation) takes it
+    // from the base's own report.
+    const lost = { ...record, pretrained: record.pretrained.map((p: object) => ({ ...p, seconds: null })) };
+    writeFileSync(join(results, "experiment.json"), JSON.stringify(lost));
     const again: string[] = [];
     const second = await runExperiment(planExperiment(readExperiment(file), file), {
       log: (l) => again.push(l),
@@ -290,6 +294,12 @@ describe("experiment run", () => {
       again[0],
     );
     assert.ok(!again.some((l) => l.includes("start ")));
+    const refilled = JSON.parse(readFileSync(join(results, "experiment.json"), "utf8"));
+    for (const p of refilled.pretrained as { dir: string; seconds: number | null }[]) {
+      const own = JSON.parse(readFileSync(join(p.dir, "pretrain-report.json"), "utf8"));
+      assert.equal(p.seconds, own.timings.totalMs / 1000);
+    }
+    writeFileSync(join(results, "experiment.json"), JSON.stringify(record));
     assert.ok(existsSync(join(root, "runs", "smoke", "alpha-s0", "train.log")));
     assert.ok(!existsSync(join(root, "runs", "smoke", ".lock")), "the lock is released");
 
