@@ -300,13 +300,17 @@ function planWarmStart(
 }
 
 /**
- * The knobs a grid's warm start plays with: the config's, and for TicTacToe always its cell format
- * (`pair` when unset), so that the base answers as the runs' prompts ask even though a real
- * model's warm start defaults to digits.
+ * The knobs a grid's warm start plays with: the config's, and for TicTacToe and MineSweeper always
+ * their cell format (`pair` when unset), so that the base answers as the runs' prompts ask even
+ * though a real model's warm start defaults to digits.
  */
 export function warmStartKnobs(config: MageConfig): string | null {
-  if (config.game !== "tictactoe") return taskKnobsText(config);
-  return `{cells: ${JSON.stringify(config.task.tictactoe.cells ?? "pair")}}`;
+  if (config.game === "tictactoe") return `{cells: ${JSON.stringify(config.task.tictactoe.cells ?? "pair")}}`;
+  if (config.game === "minesweeper") {
+    const knobs = config.task.minesweeper;
+    return flowMapping({ ...knobs, cells: knobs.cells ?? "pair" });
+  }
+  return taskKnobsText(config);
 }
 
 /** The config's task knobs as a YAML flow mapping (for `mage pretrain --knobs`), or null when none is set. */
@@ -319,6 +323,11 @@ export function taskKnobsText(config: MageConfig): string | null {
         : config.game === "tictactoe"
           ? config.task.tictactoe
           : {};
+  return flowMapping(k);
+}
+
+/** The set entries of `k` as a YAML flow mapping, or null when none is set. */
+function flowMapping(k: Record<string, unknown>): string | null {
   const set = Object.entries(k).filter(([, v]) => v !== undefined);
   if (set.length === 0) return null;
   return `{${set.map(([key, v]) => `${key}: ${JSON.stringify(v)}`).join(", ")}}`;

@@ -187,6 +187,14 @@ describe("TicTacToe cells as digits (task.tictactoe.cells)", () => {
       "--knobs",
       '{cells: "digits"}',
     ]);
+    // MineSweeper's warm start defaults to digits too, and a grid passes its config's format.
+    assert.deepEqual(resolveTorchKnobs("minesweeper"), { minesweeper: { cells: "digits" } });
+    const mines = (task: object) => validateConfig({ game: "minesweeper", model: torch, task });
+    assert.equal(warmStartKnobs(mines({})), '{cells: "pair"}');
+    assert.equal(
+      warmStartKnobs(mines({ minesweeper: { rows: 5, cells: "digits" } })),
+      '{rows: 5, cells: "digits"}',
+    );
     const kuhn = validateConfig({ game: "kuhn", model: torch, population: { opponents: [{ spec: "cfr" }] } });
     assert.equal(warmStartKnobs(kuhn), null);
     assert.equal(warmStartKey(kuhn, {}, null), warmStartKey(kuhn, {}));

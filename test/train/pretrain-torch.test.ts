@@ -202,7 +202,8 @@ describe("mage pretrain --backend torch", () => {
     assert.equal(report.settings.reflectionMoves, 3);
     assert.equal(report.settings.unlikelihood, 16);
     assert.ok(report.unlikely && report.unlikely.tokens > 0, "revealed cells pushed down");
-    assert.deepEqual(report.taskKnobs, { minesweeper: { mines: 3 } });
+    // Cells as digits by default, laid under the knobs given.
+    assert.deepEqual(report.taskKnobs, { minesweeper: { cells: "digits", mines: 3 } });
     // The imperfect solver wins some corpus trials; a random player (ε = 1) wins fewer.
     const random = await warm("warm-random", ["--epsilon", "1"]);
     assert.equal(random.settings.epsilon, 1);

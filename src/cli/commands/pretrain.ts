@@ -36,8 +36,8 @@ const USAGE =
   "    trials sampled in one call, default 64: lower it when the checks run out of memory)\n" +
   "  --unlikelihood: TicTacToe and MineSweeper, weight of a term that pushes down the tokens of taken or revealed\n" +
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
-  '  --knobs (torch): TicTacToe\'s cell format, "cells: digits" (the default: answers <action>23</action>) or "cells: pair";\n' +
-  "    the puzzles' difficulty as below, and MineSweeper's cells as digits too (\"cells: digits\": <action>34</action>)\n" +
+  "  --knobs (torch): TicTacToe's and MineSweeper's cell format, \"cells: digits\" (the default: answers\n" +
+  '    <action>23</action>) or "cells: pair"; the puzzles\' difficulty as below\n' +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +

@@ -186,20 +186,26 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     epsilon: PRETRAIN_DEFAULTS.sokoban.epsilon,
     reflectionMoves: 5,
   },
+  // MineSweeper trains twice as long: with cells as digits, 32 steps gave 90.7% legal answers and
+  // 69.4% remarks, 64 steps 95.1% and 90.4% (seed 0, 40 checks; docs/design.md).
   minesweeper: {
     ...PUZZLE_TORCH_SETTINGS,
+    steps: 64,
     unlikelihood: 16,
     epsilon: PRETRAIN_DEFAULTS.minesweeper.epsilon,
     reflectionMoves: 3,
   },
 };
 
-/** The task knobs a real model's warm start plays with unless told otherwise: TicTacToe cells as digits. */
+/**
+ * The task knobs a real model's warm start plays with unless told otherwise: TicTacToe's and
+ * MineSweeper's cells as digits (SmolLM2 names cells it cannot read off the board otherwise).
+ */
 export const TORCH_PRETRAIN_KNOBS: Record<TorchPretrainGame, TaskKnobs> = {
   kuhn: {},
   tictactoe: { tictactoe: { cells: "digits" } },
   sokoban: {},
-  minesweeper: {},
+  minesweeper: { minesweeper: { cells: "digits" } },
 };
 
 /**
