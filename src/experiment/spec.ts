@@ -305,12 +305,9 @@ function planWarmStart(
  * though a real model's warm start defaults to digits.
  */
 export function warmStartKnobs(config: MageConfig): string | null {
-  if (config.game === "tictactoe") return `{cells: ${JSON.stringify(config.task.tictactoe.cells ?? "pair")}}`;
-  if (config.game === "minesweeper") {
-    const knobs = config.task.minesweeper;
-    return flowMapping({ ...knobs, cells: knobs.cells ?? "pair" });
-  }
-  return taskKnobsText(config);
+  if (config.game !== "tictactoe" && config.game !== "minesweeper") return taskKnobsText(config);
+  const knobs = config.task[config.game];
+  return flowMapping({ ...knobs, cells: knobs.cells ?? "pair" });
 }
 
 /** The config's task knobs as a YAML flow mapping (for `mage pretrain --knobs`), or null when none is set. */

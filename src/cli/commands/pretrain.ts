@@ -3,7 +3,6 @@
  * scripted players (see `src/train/pretrain/run.ts`). Writes a checkpoint directory with
  * `pretrain-report.json` and prints the checks against the model issue's targets.
  */
-import { parseArgs } from "node:util";
 import { expectChoice, UsageError } from "../../core/errors.js";
 import { formatTactics } from "../../evaluate/tictactoe-tactics.js";
 import { PRESET_NAMES } from "../../model/config.js";
@@ -19,7 +18,7 @@ import {
   TORCH_PRETRAIN_GAMES,
   type TorchPretrainReport,
 } from "../../train/pretrain/torch-run.js";
-import { intFlag } from "../args.js";
+import { intFlag, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
@@ -230,12 +229,7 @@ export const command: Command = {
     "supervised warm start (the embedded model, or a Hugging Face model with --backend torch) on unskilled scripted play",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
-    let values: FlagValues;
-    try {
-      ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
-    } catch (err) {
-      throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
-    }
+    const { values }: { values: FlagValues } = parseFlags(argv, FLAGS, USAGE);
     if (values.game === undefined)
       throw new UsageError(`--game is required; valid choices: ${PRETRAIN_GAMES.join(", ")}`);
     const backend = expectChoice("backend", (values.backend as string | undefined) ?? "embedded", BACKENDS);

@@ -1,12 +1,12 @@
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
-import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../../core/atomic-write.js";
 import { UsageError } from "../../core/errors.js";
 import { isExperimentsFolder, loadExperiments } from "../../report/experiments.js";
 import { loadSummaries } from "../../report/load.js";
 import { buildReport, type Report } from "../../report/markdown.js";
 import { buildResults } from "../../report/results.js";
+import { parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE =
@@ -178,25 +178,19 @@ function parseReportFlags(argv: string[]): {
   positionals: string[];
   smooth: number | undefined;
 } {
-  let parsed: { values: ReportFlags; positionals: string[] };
-  try {
-    parsed = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: true,
-      options: {
-        out: { type: "string" },
-        "plots-dir": { type: "string" },
-        title: { type: "string" },
-        smooth: { type: "string" },
-        results: { type: "boolean" },
-        runs: { type: "boolean" },
-      },
-    });
-  } catch (err) {
-    throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${USAGE}`);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseFlags(
+    argv,
+    {
+      out: { type: "string" },
+      "plots-dir": { type: "string" },
+      title: { type: "string" },
+      smooth: { type: "string" },
+      results: { type: "boolean" },
+      runs: { type: "boolean" },
+    },
+    USAGE,
+    true,
+  );
   if (positionals.length === 0) {
     throw new UsageError(`name at least one run directory or directory of summaries\nusage: ${USAGE}`);
   }
