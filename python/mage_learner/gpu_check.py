@@ -27,9 +27,19 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from .gpu_common import (
+    KUHN_HANDS,
+    free_memory,
+    kuhn_prompts,
+    kuhn_sequences,
+    linear_module_names,
+    peak_gib,
+    reset_peak,
+    timed,
+)
+from .gpu_decoder import step_decoder
 
 DEFAULT_MODEL = "models/smollm2-135m-instruct"
 TINY = "tiny"  # --model tiny: a random 2-layer Llama from mage_learner.tiny (plumbing only)
@@ -39,21 +49,6 @@ TRAIN_CONFIG = "configs/kuhn-mage.yaml"
 # Test modules that need a package a GPU machine's own Python may lack (the adapters, the W&B sidecar).
 OPTIONAL_PACKAGES = {"test_openspiel_server.py": "pyspiel", "test_textarena_server.py": "textarena", "test_wandb_sidecar.py": "wandb"}
 PIN_MODULE = "test_environment.py"  # the pin check: it imports every pinned package, wandb too
-
-# Kuhn-like chat turns (the compact prompt style of src/tasks/kuhn.ts): (observation, answer).
-KUHN_SYSTEM = (
-    "You are playing Kuhn poker: cards J < Q < K, ante 1, one bet of 1. "
-    "Answer with one action in brackets: [check], [bet], [call] or [fold]."
-)
-KUHN_HANDS = [
-    ("Card: K. You act first.", "[bet]"),
-    ("Card: J. Opp: bet.", "[fold]"),
-    ("Card: Q. You act first.", "[check]"),
-    ("Card: Q. Opp: check.", "I hold the middle card, so I check behind: [check]"),
-    ("Card: K. You: check. Opp: bet.", "[call]"),
-    ("Card: J. You act first. Last attempt you bet and lost 2 chips.", "This time I check: [check]"),
-]
-
 
 @dataclass(frozen=True)
 class Sizes:
@@ -68,10 +63,19 @@ class Sizes:
     train_sets: tuple[str, ...]
 
 
-# On an H200 the worker's own sampler is launch-bound (50-75 ms a decode step at any batch up to
-# 64): kuhn-mage's 128 trials took 151 s an iteration, so the check's 5 iterations play 8 compact
-# trials each (fewer batches of generate calls, each as slow per step as a full one).
-FULL = Sizes((1, 16, 64), 64, 16, 512, 3, 5, ("rollout.tasksPerIteration=2", "rollout.groupSize=4", "task.promptStyle=compact"))
+# On an H200 the Hugging Face sampler is launch-bound (50-75 ms a decode step at any batch up to
+# 64; kuhn-mage's 128 trials took 151 s an iteration); the decoder step times it beside the lean
+# decoder at 1 / 16 / 64 sequences, so the lora step times generate at 16 only. Training samples
+# with the lean decoder (decoder: auto): 5 iterations of 16 compact trials.
+FULL = Sizes(
+    (16,),
+    64,
+    16,
+    512,
+    3,
+    5,
+    ("rollout.tasksPerIteration=4", "rollout.groupSize=4", "task.promptStyle=compact", "model.torch.decoder=auto"),
+)
 QUICK = Sizes(
     (1, 4),
     8,
@@ -110,96 +114,6 @@ class Context:
 
     def remaining(self) -> float:
         return self.deadline - time.perf_counter()
-
-
-# ----- shared helpers ----------------------------------------------------------------------------
-
-
-def sync(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def timed(device: str, fn: Callable[[], T]) -> tuple[T, float]:
-    sync(device)
-    t0 = time.perf_counter()
-    out = fn()
-    sync(device)
-    return out, time.perf_counter() - t0
-
-
-def reset_peak(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-
-
-def peak_gib(device: str) -> float | None:
-    import torch
-
-    return round(torch.cuda.max_memory_allocated() / 2**30, 3) if device.startswith("cuda") else None
-
-
-def free_memory(device: str) -> None:
-    import gc
-
-    import torch
-
-    gc.collect()
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-
-
-def kuhn_conversation(observation: str, answer: str | None) -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": KUHN_SYSTEM}, {"role": "user", "content": observation}]
-    if answer is not None:
-        msgs.append({"role": "assistant", "content": answer})
-    return msgs
-
-
-def kuhn_sequences(tokenizer: Any) -> list[Any]:
-    """Chat-rendered Kuhn turns whose assistant answers are the scored tokens."""
-    import numpy as np
-
-    from .batch import Sequence
-    from .render import ChatRenderer
-
-    renderer = ChatRenderer(tokenizer)
-    seqs: list[Sequence] = []
-    offset = 0
-    for i, (obs, ans) in enumerate(KUHN_HANDS):
-        r = renderer.render(kuhn_conversation(obs, ans), add_generation_prompt=False)
-        mask = np.zeros(len(r.ids), np.uint8)
-        for a, b in r.spans:
-            mask[a:b] = 1
-        s = Sequence(i, np.asarray(r.ids, np.int32), mask, offset)
-        offset += s.scored
-        seqs.append(s)
-    return seqs
-
-
-def kuhn_prompts(tokenizer: Any) -> list[list[int]]:
-    from .render import ChatRenderer
-
-    renderer = ChatRenderer(tokenizer)
-    return [renderer.render(kuhn_conversation(obs, None), add_generation_prompt=True).ids for obs, _ in KUHN_HANDS]
-
-
-def linear_module_names(path: Path) -> list[str]:
-    """Every linear layer's module name but the output head (peft's "all-linear"), read from the
-    config on the meta device, without loading weights."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(str(path), local_files_only=True)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
-    names = {n.split(".")[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
-    names.discard("lm_head")
-    return sorted(names)
 
 
 def make_learner(loaded: Any) -> Any:
@@ -418,6 +332,7 @@ def measure_update(learner: Any, device: str, sizes: Sizes) -> dict[str, Any]:
 
 CHILD_STEPS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "env": step_env,
+    "decoder": step_decoder,
     "logprobs": step_logprobs,
     "lora": step_lora,
 }
@@ -673,7 +588,7 @@ def model_step(ctx: Context, name: str, cap: float) -> StepResult:
 
 
 # Caps in seconds per step at full size; all of them also stop at the run's overall deadline.
-CAPS = {"env": 60.0, "pytest": 180.0, "logprobs": 60.0, "lora": 100.0, "train": 300.0}
+CAPS = {"env": 60.0, "pytest": 150.0, "decoder": 120.0, "logprobs": 60.0, "lora": 90.0, "train": 300.0}
 
 
 def run_steps(ctx: Context, requested_model: str) -> list[StepResult]:
@@ -690,6 +605,7 @@ def run_steps(ctx: Context, requested_model: str) -> list[StepResult]:
     env = timed_step(lambda: run_child_step(ctx, "env", CAPS["env"]))
     timed_step(lambda: run_pytest(ctx, env.details, CAPS["pytest"]))
     resolve_model(ctx, requested_model)
+    timed_step(lambda: model_step(ctx, "decoder", CAPS["decoder"]))
     timed_step(lambda: model_step(ctx, "logprobs", CAPS["logprobs"]))
     timed_step(lambda: model_step(ctx, "lora", CAPS["lora"]))
     timed_step(lambda: run_train(ctx, CAPS["train"]))

@@ -20,14 +20,17 @@ import numpy as np
 import torch
 
 from . import PROTOCOL_VERSION, __version__
+from .decoder import Decoder, unsupported_reason
 from .dist import Dist, init_from_env
 from .errors import WorkerError, protocol, usage
 from .frames import Array, Frame, read_frame, write_frame
 from .generate import generate
+from .lean import generate_lean
 from .learner import Learner, OptimizerSpec, decay_names, make_optimizer
 from .model import Loaded, load
 from .prefix_cache import PrefixStore
 from .render import ChatRenderer, render_request
+from .runners import Runner, make_runner
 from .sampling import SamplingParams
 
 Reply = tuple[dict[str, Any], dict[str, Array]]
@@ -40,6 +43,7 @@ class Worker:
     learner: Learner | None = None
     renderer: ChatRenderer | None = None
     prefixes: PrefixStore = field(default_factory=lambda: PrefixStore(0))
+    runner: Runner | None = None
     stopping: bool = False
 
     def handle(self, frame: Frame) -> Reply:
@@ -110,6 +114,7 @@ class Worker:
         self.learner = Learner(loaded, model, optimizer, spec, self.dist)
         self.renderer = ChatRenderer(loaded.tokenizer) if getattr(loaded.tokenizer, "chat_template", None) else None
         self.prefixes = PrefixStore(prefix_budget(req, loaded))
+        self.runner = lean_runner(req, loaded, self.dist.active)
         params = sum(p.numel() for p in loaded.model.parameters())
         trainable = sum(p.numel() for p in loaded.model.parameters() if p.requires_grad)
         if self.dist.active:  # sharded: count the full tensors
@@ -140,19 +145,17 @@ class Worker:
         params = [SamplingParams.from_json(r, f"requests[{i}]") for i, r in enumerate(reqs)]
         assert self.loaded is not None
         t0 = time.perf_counter()
-        out = generate(
-            learner.model,
-            self.loaded.tokenizer,
-            self.loaded.device,
-            self.loaded.eos_ids,
-            [s.ids.tolist() for s in seqs],
-            params,
-            self.prefixes if self.prefixes.budget > 0 else None,
-        )
+        store = self.prefixes if self.prefixes.budget > 0 else None
+        prompts = [s.ids.tolist() for s in seqs]
+        if self.runner is not None:
+            out = generate_lean(self.runner, self.loaded.tokenizer, self.loaded.eos_ids, prompts, params, store)
+        else:
+            out = generate(learner.model, self.loaded.tokenizer, self.loaded.device, self.loaded.eos_ids, prompts, params, store)
         tokens = [t for s in out for t in s.tokens]
         return {
             "texts": [s.text for s in out],
             "finish": [s.finish for s in out],
+            "decoder": "hf" if self.runner is None else "lean",
             "ms": (time.perf_counter() - t0) * 1000,
             "peakRssBytes": peak_rss_bytes(),
         }, {
@@ -183,7 +186,10 @@ class Worker:
         return self._learner().save(req), {}
 
     def op_restore(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
-        return self._learner().restore(req), {}
+        reply = self._learner().restore(req)
+        if self.runner is not None:
+            self.runner.reset()  # captured graphs may hold the replaced tensors' addresses
+        return reply, {}
 
     def op_forget(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
         """Empties generate's prefix store, so what follows does not depend on what came before
@@ -197,6 +203,28 @@ class Worker:
 
 
 WEIGHT_CHANGING_OPS = frozenset({"load", "update", "sft", "restore"})
+
+
+DECODERS = ("hf", "lean", "auto")
+
+
+def lean_runner(req: dict[str, Any], loaded: Loaded, sharded: bool) -> Runner | None:
+    """The lean decoder's runner when `decoder` asks for it (lean: always, failing if the model
+    cannot; auto: when it can), else None (the Hugging Face sampler). CUDA graphs unless
+    `cudaGraphs: false`."""
+    choice = req.get("decoder", "hf")
+    if choice not in DECODERS:
+        raise usage(f"decoder must be one of {', '.join(DECODERS)}, got {choice!r}", "model.torch.decoder")
+    if choice == "hf":
+        return None
+    reason = unsupported_reason(loaded.model)
+    if sharded:
+        reason = "FSDP shards the weights the lean step reads"
+    if reason is not None:
+        if choice == "lean":
+            raise usage(f"decoder lean: {reason}; use decoder: hf or auto", "model.torch.decoder")
+        return None
+    return make_runner(Decoder(loaded.model), bool(req.get("cudaGraphs", True)))
 
 
 def prefix_budget(req: dict[str, Any], loaded: Loaded) -> int:

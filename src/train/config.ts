@@ -158,6 +158,14 @@ export const TorchModelSchema = z
      * of the same conversation prefills only its new tokens (0: off).
      */
     prefixCacheMB: z.number().min(0).default(1024),
+    /**
+     * The worker's sampler: hf (the Hugging Face forward with a growing cache), lean (a static-cache
+     * step for Llama-family models, CUDA graphs on a GPU), or auto (lean where the model allows).
+     * The two draw from different random streams, so a run's samples depend on this choice.
+     */
+    decoder: z.enum(["hf", "lean", "auto"]).default("hf"),
+    /** With the lean decoder on CUDA: capture each step as a CUDA graph (false: run it eagerly). */
+    cudaGraphs: z.boolean().default(true),
   })
   .strict();
 

@@ -151,6 +151,8 @@ export class TorchLearner implements TrainLearner {
         lora: t.lora === null ? null : { ...t.lora, alpha: t.lora.alpha ?? 2 * t.lora.rank },
         gradientCheckpointing: t.gradientCheckpointing,
         prefixCacheMB: t.prefixCacheMB,
+        decoder: t.decoder,
+        cudaGraphs: t.cudaGraphs,
         optimizer: {
           lr: opts.optimizer.lr,
           weightDecay: opts.optimizer.weightDecay,
