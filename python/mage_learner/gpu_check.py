@@ -1,7 +1,9 @@
 """The prepared GPU check (scripts/gpu-check.sh): on a machine with one NVIDIA GPU, in under 8
-minutes, it runs the worker's pytest suite on CUDA, compares SmolLM2's float32 log-probs on CUDA
-and CPU, measures bf16 LoRA generate and update throughput, and trains 5 MAGE iterations on Kuhn (8 compact trials each)
-through the TypeScript trainer; then prints one summary and writes it as JSON.
+minutes, it checks the lean decoder's CUDA graphs against eager steps and times them beside the
+Hugging Face sampler (gpu_decoder.py), runs the worker's pytest suite on CUDA, compares SmolLM2's
+float32 log-probs on CUDA and CPU, measures bf16 LoRA generate and update throughput, and trains 5
+MAGE iterations on Kuhn (16 compact trials each, lean decoder) through the TypeScript trainer;
+then prints one summary and writes it as JSON.
 
     scripts/gpu-check.sh [--model DIR] [--out FILE] [--budget S]
     scripts/gpu-check.sh --device cpu --quick      # a dry run on CPU with tiny sizes
@@ -603,9 +605,9 @@ def run_steps(ctx: Context, requested_model: str) -> list[StepResult]:
         return r
 
     env = timed_step(lambda: run_child_step(ctx, "env", CAPS["env"]))
-    timed_step(lambda: run_pytest(ctx, env.details, CAPS["pytest"]))
     resolve_model(ctx, requested_model)
     timed_step(lambda: model_step(ctx, "decoder", CAPS["decoder"]))
+    timed_step(lambda: run_pytest(ctx, env.details, CAPS["pytest"]))
     timed_step(lambda: model_step(ctx, "logprobs", CAPS["logprobs"]))
     timed_step(lambda: model_step(ctx, "lora", CAPS["lora"]))
     timed_step(lambda: run_train(ctx, CAPS["train"]))
