@@ -7,6 +7,7 @@
 #   1. carry [.xfer/a]: mkdir -p /tmp/x && cp .xfer/a/q.0 /tmp/x/
 #   2. carry [.xfer/b]: cp .xfer/b/q.1 /tmp/x/
 #   3. carry [.xfer/c]: bash .xfer/c/go.sh     (imports SmolLM2, runs scripts/gpu-check.sh)
+# Extra arguments for the check go in $CHECK_ARGS on the device (e.g. CHECK_ARGS="--skip pytest").
 # Needs: models/gguf/SmolLM2-135M-Instruct.Q4_1.gguf (mage fetch-model), npm run build, .venv.
 set -euo pipefail
 
@@ -58,7 +59,7 @@ else
   echo "import failed: falling back to --model tiny"; tail -5 "$OUT/import.log"; model=(--model tiny)
 fi
 nvidia-smi -L
-bash scripts/gpu-check.sh "${model[@]}" --out "$OUT/gpu-check.json" --budget "${BUDGET:-420}"
+bash scripts/gpu-check.sh "${model[@]}" --out "$OUT/gpu-check.json" --budget "${BUDGET:-420}" ${CHECK_ARGS:-}
 EOS
 chmod +x .xfer/c/go.sh
 for d in a b c; do echo "gpu-bundle: .xfer/$d $(du -cb .xfer/$d/* | tail -1 | cut -f1) bytes (+ $tracked tracked; limit $(( 64 << 20 )))"; done

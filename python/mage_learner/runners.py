@@ -80,6 +80,9 @@ class Captured:
     write: torch.Tensor
     draw: Draw
     out: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    # Read by the graph too: held here so that their memory is never reused while it lives.
+    rows: torch.Tensor
+    last: torch.Tensor
 
 
 class GraphRunner:
@@ -155,7 +158,7 @@ class GraphRunner:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):  # a private pool: buckets replay in any order
             out = run()
-        cap = Captured(graph, ids, pos, write, d, out)
+        cap = Captured(graph, ids, pos, write, d, out, rows, last)
         self.graphs[(b, cache.length, truncate)] = cap
         self.captures += 1
         return cap
