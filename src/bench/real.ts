@@ -1,11 +1,12 @@
 /**
  * A real pretrained LLM (SmolLM2-135M-Instruct, `mage fetch-model`) through the PyTorch worker on
- * this machine's CPU, float32, the worker on every core torch sees:
+ * this machine's CPU, the worker on every core torch sees:
  *
  * 1. Sampling tokens/s at 1 and 16 sequences (chat prompts, temperature 1, up to 48 new tokens):
  *    the worker's `generate` (prefix store off, so every prompt is prefilled as llama.cpp's is)
- *    vs llama.cpp (node-llama-cpp) on the same weights written as an F32 GGUF by fetch-model,
- *    with as many threads; median of 3 after a warm-up. Target: the worker ≥ 0.5× llama.cpp.
+ *    with float32 and bfloat16 weights, each with the Hugging Face and the lean decoder, vs
+ *    llama.cpp (node-llama-cpp) on the same weights written as an F32 GGUF by fetch-model, with as
+ *    many threads; median of 3 after a warm-up. Target: the worker (float32, hf) ≥ 0.5× llama.cpp.
  * 2. MAGE iterations on Kuhn as `configs/real-quickstart.yaml` trains them (16 trials × 3
  *    attempts, compact prompts, LoRA r16), through `mage train` itself: wall time per iteration
  *    and its split (the worker's generate, render, logprobs and update; the protocol; the rest is
@@ -75,25 +76,40 @@ function fmt(x: number): string {
   return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
 }
 
-async function samplingSection(threads: number): Promise<void> {
-  console.log(
-    `\n1. sampling tokens/s (T 1, ≤${NEW_TOKENS} new tokens, ${BASE}, float32, ${threads} threads):`,
-  );
+/** The worker's samplers measured side by side: weights' dtype × decoder (docs/design.md). */
+const SAMPLERS = [
+  { dtype: "float32", decoder: "hf" },
+  { dtype: "float32", decoder: "lean" },
+  { dtype: "bfloat16", decoder: "hf" },
+  { dtype: "bfloat16", decoder: "lean" },
+] as const;
+
+async function workerTokensPerSecond(dtype: string, decoder: string): Promise<number[]> {
   const learner = await TorchLearner.open({
-    torch: TorchModelSchema.parse({ path: BASE, prefixCacheMB: 0 }),
+    torch: TorchModelSchema.parse({ path: BASE, prefixCacheMB: 0, dtype, decoder }),
     optimizer: { lr: 1e-5, weightDecay: 0, gradClip: 1 },
     seed: 0,
     reference: false,
   });
-  let ours: number[];
   try {
     const policy = new TorchPolicy(learner);
-    ours = [await tokensPerSecond(policy, 1), await tokensPerSecond(policy, 16)];
+    return [await tokensPerSecond(policy, 1), await tokensPerSecond(policy, 16)];
   } finally {
     await learner.close();
   }
+}
+
+async function samplingSection(threads: number): Promise<void> {
+  console.log(`\n1. sampling tokens/s (T 1, ≤${NEW_TOKENS} new tokens, ${BASE}, ${threads} threads):`);
   console.log(`  ${"".padEnd(28)} ${"1 seq".padStart(8)} ${"16 seqs".padStart(8)}`);
-  console.log(`  ${"worker generate".padEnd(28)} ${fmt(ours[0]).padStart(8)} ${fmt(ours[1]).padStart(8)}`);
+  let ours: number[] = [];
+  for (const { dtype, decoder } of SAMPLERS) {
+    const rates = await workerTokensPerSecond(dtype, decoder);
+    if (ours.length === 0) ours = rates;
+    const name = `worker ${dtype} ${decoder}`;
+    const vs = `  (×${(rates[0] / ours[0]).toFixed(2)} / ×${(rates[1] / ours[1]).toFixed(2)} of float32 hf)`;
+    console.log(`  ${name.padEnd(28)} ${fmt(rates[0]).padStart(8)} ${fmt(rates[1]).padStart(8)}${vs}`);
+  }
   if (!(await nodeLlamaCppAvailable()) || !existsSync(F32_GGUF)) {
     console.log(`  llama.cpp: skipped (needs node-llama-cpp and ${F32_GGUF} from \`mage fetch-model\`)`);
     return;
