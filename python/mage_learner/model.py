@@ -26,6 +26,7 @@ class LoraSpec:
     alpha: float
     dropout: float
     target_modules: list[str]
+    layers: list[int] | None = None  # decoder layers that get adapters; None: every layer
 
     @staticmethod
     def from_json(o: Any) -> LoraSpec | None:
@@ -45,7 +46,12 @@ class LoraSpec:
             raise usage(f"lora.dropout must be in [0, 1), got {dropout!r}", f"{FIELD}.lora.dropout")
         if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
             raise usage("lora.targetModules must be a non-empty list of module names", f"{FIELD}.lora.targetModules")
-        return LoraSpec(rank, float(alpha), float(dropout), list(targets))
+        layers = o.get("layers")
+        if layers is not None and not (
+            isinstance(layers, list) and layers and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layers)
+        ):
+            raise usage(f"lora.layers must be null or a non-empty list of layer indices ≥ 0, got {layers!r}", f"{FIELD}.lora.layers")
+        return LoraSpec(rank, float(alpha), float(dropout), list(targets), sorted(set(layers)) if layers else None)
 
 
 @dataclass
@@ -167,7 +173,11 @@ def load(req: dict[str, Any]) -> Loaded:
                 f"lora.targetModules {missing} are not modules of {architecture} (it has e.g. {sorted(names)[:12]})",
                 f"{FIELD}.lora.targetModules",
             )
+        depth = int(getattr(base.config, "num_hidden_layers", 0) or 0)
+        if lora.layers is not None and depth and max(lora.layers) >= depth:
+            raise usage(f"lora.layers {lora.layers}: {architecture} has layers 0-{depth - 1}", f"{FIELD}.lora.layers")
         conf = LoraConfig(
+            layers_to_transform=lora.layers,
             r=lora.rank,
             lora_alpha=lora.alpha,  # type: ignore[arg-type]  # peft accepts a float scale
             lora_dropout=lora.dropout,

@@ -210,12 +210,12 @@ DECODERS = ("hf", "lean", "auto")
 
 def lean_runner(req: dict[str, Any], loaded: Loaded, sharded: bool) -> Runner | None:
     """The lean decoder's runner when `decoder` asks for it (lean: always, failing if the model
-    cannot; auto: when it can), else None (the Hugging Face sampler). CUDA graphs unless
-    `cudaGraphs: false`."""
+    cannot; auto: on CUDA when the model allows, since on a CPU the lean step is no faster), else
+    None (the Hugging Face sampler). CUDA graphs unless `cudaGraphs: false`."""
     choice = req.get("decoder", "hf")
     if choice not in DECODERS:
         raise usage(f"decoder must be one of {', '.join(DECODERS)}, got {choice!r}", "model.torch.decoder")
-    if choice == "hf":
+    if choice == "hf" or (choice == "auto" and loaded.device.type != "cuda"):
         return None
     reason = unsupported_reason(loaded.model)
     if sharded:

@@ -292,3 +292,15 @@ def test_bucketed_runner_compacts_and_samples_as_the_exact_one(llama_dir: Path) 
     for a, b in zip(bucketed, exact):
         assert a.tokens == b.tokens
         np.testing.assert_allclose(a.logprobs, b.logprobs, rtol=0, atol=1e-5)
+
+
+def test_auto_keeps_the_hf_sampler_on_the_cpu_and_an_unknown_decoder_names_the_field(llama_dir: Path, tmp_path: Path) -> None:
+    from helpers import Failed
+
+    w = loaded_worker(llama_dir, decoder="auto")
+    h, _ = call(w, "generate", {"ids": np.asarray(P1, np.int32), "lengths": np.asarray([len(P1)], np.int32)},
+                requests=[{"maxNewTokens": 2, "seed": 1}])
+    assert h["decoder"] == "hf"
+    with pytest.raises(Failed) as bad:
+        loaded_worker(llama_dir, decoder="fast")
+    assert bad.value.error["field"] == "model.torch.decoder"

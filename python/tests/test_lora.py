@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
-from helpers import batch, call, loaded_worker, random_rows, weights
+from helpers import Failed, batch, call, loaded_worker, random_rows, weights
 from test_update import LOSS, ppo_batch
 
 from mage_learner.batch import split_sequences
@@ -54,3 +55,19 @@ def test_lora_trains_the_adapter_only_and_saves_a_peft_adapter(llama_dir: Path, 
     call(r, "update", nxt, loss=LOSS, lr=5e-2)
     wa, wb = weights(w), weights(r)
     assert all(np.array_equal(wa[k], wb[k]) for k in wa)
+
+
+def test_lora_layers_puts_adapters_on_those_layers_only(llama_dir: Path) -> None:
+    w = loaded_worker(llama_dir, lora={**LORA, "layers": [1]})
+    assert w.loaded is not None
+    names = [n for n, p in w.loaded.model.named_parameters() if p.requires_grad]
+    assert names and all(".layers.1." in n for n in names)
+    everywhere = loaded_worker(llama_dir, lora=LORA)
+    assert everywhere.loaded is not None
+    assert any(".layers.0." in n for n, p in everywhere.loaded.model.named_parameters() if p.requires_grad)
+    with pytest.raises(Failed) as e:
+        loaded_worker(llama_dir, lora={**LORA, "layers": [2]})  # the tiny Llama has layers 0-1
+    assert e.value.error["field"] == "model.torch.lora.layers"
+    with pytest.raises(Failed) as e:
+        loaded_worker(llama_dir, lora={**LORA, "layers": []})
+    assert e.value.error["field"] == "model.torch.lora.layers"

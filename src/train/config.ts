@@ -121,6 +121,11 @@ const TorchLora = z
     alpha: z.number().positive().optional(),
     dropout: z.number().min(0).lt(1).default(0),
     targetModules: z.array(z.string().min(1)).min(1).default(["q_proj", "k_proj", "v_proj", "o_proj"]),
+    /**
+     * Decoder layers (0-based) that get adapters; null: every layer. Upper layers only (e.g. 20-29
+     * of SmolLM2's 30) cut the backward pass short; what that does to learning is not measured yet.
+     */
+    layers: z.array(z.number().int().min(0)).min(1).nullable().default(null),
   })
   .strict();
 
@@ -160,10 +165,11 @@ export const TorchModelSchema = z
     prefixCacheMB: z.number().min(0).default(1024),
     /**
      * The worker's sampler: hf (the Hugging Face forward with a growing cache), lean (a static-cache
-     * step for Llama-family models, CUDA graphs on a GPU), or auto (lean where the model allows).
-     * The two draw from different random streams, so a run's samples depend on this choice.
+     * step for Llama-family models, CUDA graphs on a GPU), or auto (lean on CUDA where the model
+     * allows, hf on the CPU, where lean is no faster). The two draw from different random streams,
+     * so a run's samples depend on the sampler used.
      */
-    decoder: z.enum(["hf", "lean", "auto"]).default("hf"),
+    decoder: z.enum(["hf", "lean", "auto"]).default("auto"),
     /** With the lean decoder on CUDA: capture each step as a CUDA graph (false: run it eagerly). */
     cudaGraphs: z.boolean().default(true),
   })
