@@ -14,7 +14,10 @@ from typing import Generic, Protocol, TypeVar
 
 class Touched(Protocol):
     touched: float
-    busy: bool
+
+    @property
+    def busy(self) -> bool:
+        """Whether an engine call on it still runs (such a session does not expire)."""
 
 
 T = TypeVar("T", bound=Touched)

@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -215,3 +216,17 @@ def test_warns_when_listening_beyond_loopback_without_a_key_and_refuses_an_unset
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PYTHON_DIR)}, timeout=60,
     )
     assert r.returncode != 0 and "MAGE_TEST_UNSET_KEY is not set or empty" in r.stderr
+
+
+def test_replies_go_out_without_waiting_for_an_ack() -> None:
+    # Nagle's algorithm held every keep-alive reply for a delayed ACK (about 40 ms a request):
+    # asyncio turns it off only on sockets whose proto says TCP.
+    service = EnvService([SleepyEnv()], "test")
+    with running_in_thread(service) as r:
+        host, port = r.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/info")
+        conn.getresponse().read()
+        sockets = [c.transport.get_extra_info("socket") for c in r.server.server_state.connections]
+        assert sockets and all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets)
+        conn.close()
