@@ -5,6 +5,7 @@
  * cap with Retry-After (the client waits it out), malformed and oversize bodies, stalled sockets,
  * dropped connections, floods (400 at once; 3,000 creates 32 at once with no connection reset),
  * the API key, a keyed training run against a server at its cap, and SIGTERM during a request.
+ * Last, mage's client against a Python adapter whose engine overruns the server's time budget.
  * env-serve's own probes (opponent limits, its worker pool) are in env-serve-probes.test.ts; the
  * Python server's time budget and stalled engines in python/tests/test_server.py.
  */
@@ -395,3 +396,35 @@ for (const target of TARGETS) {
     });
   });
 }
+
+describe("python server: an engine past the time budget", () => {
+  it("the client retries the 503 engine_timeout and the step is played once", async () => {
+    // python/tests/sleepy_adapter.py: each step sleeps stepSleepMs; the server's budget is 300 ms.
+    const s = await startPythonServer("tests.sleepy_adapter", ["--time-budget-ms", "300"]);
+    try {
+      const def = await openRemoteTask({
+        url: s.url,
+        name: "sleepy",
+        config: { stepSleepMs: 1200 },
+        retries: 3,
+      });
+      const task = def.create({});
+      await task.reset(Rng.seeded(1));
+      const before = ENV_CLIENT_TOTALS.requests;
+      const t0 = performance.now();
+      const r = await task.step("<action>count</action>");
+      const ms = performance.now() - t0;
+      assert.equal(r.valid, true);
+      assert.equal(task.observation(), "count 1", "applied once");
+      assert.ok(ENV_CLIENT_TOTALS.requests - before >= 2, "the first try answered 503 and was retried");
+      assert.ok(ms >= 1000, `the reply is the engine's, after its sleep (${ms.toFixed(0)} ms)`);
+      await task.step("<action>count</action>");
+      assert.equal(task.observation(), "count 2");
+      await task.close!();
+      def.client.destroy();
+    } finally {
+      s.child.kill("SIGTERM");
+      await s.exited;
+    }
+  });
+});
