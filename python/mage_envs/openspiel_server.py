@@ -26,7 +26,6 @@ session's stream (which continues across attempts), or with `replayOpponent` by 
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -35,7 +34,8 @@ from typing import Any, Callable
 import pyspiel
 from open_spiel.python.algorithms import cfr
 
-from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step, normalise, serve
+from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step, normalise
+from .server import argument_parser, serve_from_args
 
 GAMES = ("kuhn_poker", "leduc_poker", "tic_tac_toe", "connect_four", "liars_dice")
 POKER = ("kuhn_poker", "leduc_poker")
@@ -482,17 +482,13 @@ def build_envs(games: list[str], cfr_iterations: list[int], log: Callable[[str],
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mage_envs.openspiel_server", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8766, help="0 picks a free port (printed on stdout)")
+    ap = argument_parser("python -m mage_envs.openspiel_server", __doc__.split("\n\n")[0], default_port=8766)
     ap.add_argument("--games", default=",".join(GAMES), help=f"comma-separated subset of {','.join(GAMES)}")
     ap.add_argument("--cfr-iterations", default="100", help="comma-separated CFR iteration counts served as cfr:N")
-    ap.add_argument("--ttl", type=float, default=600, help="idle seconds before a session is dropped")
     a = ap.parse_args(argv)
     iterations = [int(x) for x in a.cfr_iterations.split(",") if x.strip()]
     envs = build_envs([g.strip() for g in a.games.split(",") if g.strip()], iterations, lambda m: print(m, flush=True))
-    serve(envs, "mage_envs.openspiel_server 0.1.0", a.host, a.port, a.ttl)
-    return 0
+    return serve_from_args(a, envs, "mage_envs.openspiel_server 0.1.0")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,33 @@
-"""The server side of mage's environment protocol `mage-env/1` (docs/env-protocol.md).
+"""The server side of mage's environment protocol `mage-env/1` (docs/env-protocol.md), without
+its transport (`mage_envs/server.py` serves it over HTTP).
 
-Plain standard library (`http.server.ThreadingHTTPServer`, `json`): the protocol is five JSON
-endpoints, so a web framework would add a dependency and nothing else. An adapter supplies
-`Environment` objects (what `/info` lists and `/create` builds) whose sessions implement
-`Session`; this module does everything the protocol requires around them: request checking
-against the environment's own declaration (config fields, seeds, opponents, seats: 400 errors
-with the valid choices), session ids, sequence numbers that make retries safe (the last reply is
-stored and answered again for a repeated `seq`), idle expiry, and the error objects.
+An adapter supplies `Environment` objects (what `/info` lists and `/create` builds) whose sessions
+implement `Session`; this module does everything the protocol requires around them: request
+checking against the environment's own declaration (config fields, seeds, opponents, seats: 400
+errors with the valid choices), session ids, sequence numbers that make retries safe (the last
+reply is stored and answered again for a repeated `seq`), the session cap and idle expiry, the
+time budget of engine calls (run on worker threads), and the error objects.
 """
 
 from __future__ import annotations
 
 import hashlib
+import asyncio
 import json
 import re
-import threading
-import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from mage_envs.engine_pool import Call, CallAbandoned, CallTimeout, EnginePool
+from mage_envs.session_table import SessionTable
 
 PROTOCOL_VERSION = "mage-env/1"
 U32_MAX = 0xFFFFFFFF
 
 Json = dict[str, Any]
+R = TypeVar("R")
 
 
 class EnvError(Exception):
@@ -41,19 +44,36 @@ class EnvError(Exception):
         "not_found": 404,
         "out_of_order": 409,
         "game_over": 409,
+        "unauthorized": 401,
+        "too_many_sessions": 503,
+        "engine_timeout": 503,
+        "shutting_down": 503,
         "internal": 500,
     }
 
-    def __init__(self, kind: str, message: str, choices: list[str] | None = None, field: str | None = None):
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        choices: list[str] | None = None,
+        field: str | None = None,
+        retry_after: int | None = None,
+        status: int | None = None,
+    ):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.choices = choices
         self.field = field
+        self.retry_after = retry_after
+        self._status = status
 
     @property
     def status(self) -> int:
-        return self.STATUS.get(self.kind, 500)
+        return self._status or self.STATUS.get(self.kind, 500)
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
 
     def body(self) -> Json:
         err: Json = {"kind": self.kind, "message": self.message}
@@ -276,165 +296,175 @@ def check_create(env: Environment, body: Json) -> CreateArgs:
 
 
 # ------------------------------------------------------------------------------------------------
-# the server
+# the protocol's endpoints, without a transport (mage_envs/server.py serves them over HTTP)
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """What one server allows: the same knobs, defaults and meanings as `mage env-serve`'s."""
+
+    ttl_seconds: float = 600
+    # A big run's evaluation holds 16,000 sessions at once (kuhn-mage: 8 cells x 2,000 trials).
+    max_sessions: int = 20_000
+    time_budget_ms: int = 5000
+    # Blocking engines (a JVM, a PDDL reload) mostly wait outside the GIL, so more threads than
+    # cores keep them busy; a stalled call holds one thread until it returns.
+    engine_threads: int = 8
 
 
 @dataclass
 class _Live:
     session: Session
-    lock: threading.Lock = field(default_factory=threading.Lock)
     last_seq: int = 0
     last_reply: Json | None = None
-    touched: float = field(default_factory=time.monotonic)
+    # The /step or /restart being applied: its seq and the engine call (kept past a timeout).
+    pending: tuple[int, Call[Json]] | None = None
+    touched: float = 0.0
+
+    @property
+    def busy(self) -> bool:
+        return self.pending is not None
 
 
-class EnvServer(ThreadingHTTPServer):
-    daemon_threads = True
+def _built(env: Environment, args: CreateArgs) -> tuple[Session, Json]:
+    session = env.create(args)
+    return session, {"prompt": session.prompt(), **session.state()}
 
-    def __init__(self, address: tuple[str, int], envs: list[Environment], name: str, ttl_seconds: float = 600):
+
+def _restarted(session: Session) -> Json:
+    session.restart()
+    return session.state()
+
+
+class EnvService:
+    """The endpoints of `mage-env/1` over a set of environments: request checks, the session table
+    (cap, idle expiry), sequence numbers, and the time budget of the engine calls, which run on
+    `EnginePool` threads. Every method runs on the server's event loop; only engine calls leave it."""
+
+    def __init__(self, envs: list[Environment], name: str, limits: ServiceLimits = ServiceLimits()):
         self.envs = {e.name: e for e in envs}
-        self.mage_server_name = name
-        self.ttl = ttl_seconds
-        self.sessions: dict[str, _Live] = {}
-        self.sessions_lock = threading.Lock()
-        self.counter = 0
-        super().__init__(address, _Handler)
-
-    # --- endpoints (called from handler threads) ---
-
-    def info(self) -> Json:
-        return {
+        self.limits = limits
+        self.table: SessionTable[_Live] = SessionTable(limits.max_sessions, limits.ttl_seconds)
+        self.engine = EnginePool(limits.engine_threads, limits.time_budget_ms / 1000)
+        self._counter = 0
+        self._info = {
             "protocol": PROTOCOL_VERSION,
-            "server": self.mage_server_name,
-            "sessionTtlSeconds": self.ttl,
-            "environments": [e.describe() for e in self.envs.values()],
+            "server": name,
+            "sessionTtlSeconds": limits.ttl_seconds,
+            "environments": [e.describe() for e in envs],
         }
 
-    def create(self, body: Json) -> Json:
+    def info(self) -> Json:
+        return self._info
+
+    async def create(self, body: Json) -> Json:
         name = body.get("env")
-        if not isinstance(name, str) or name not in self.envs:
+        if not isinstance(name, str):
+            raise EnvError("bad_request", "env must be a string", field="env")
+        if name not in self.envs:
             raise EnvError(
                 "unknown_env", f"unknown environment {json.dumps(name)}", choices=sorted(self.envs), field="env"
             )
         env = self.envs[name]
-        session = env.create(check_create(env, body))
-        self._expire()
-        with self.sessions_lock:
-            self.counter += 1
-            sid = f"s-{self.counter}"
-            self.sessions[sid] = _Live(session)
-        return {"session": sid, "prompt": session.prompt(), **session.state()}
+        args = check_create(env, body)
+        if not self.table.reserve():
+            wait = self.table.retry_after_seconds()
+            raise EnvError(
+                "too_many_sessions",
+                f"the server holds its maximum of {self.limits.max_sessions} live sessions; close finished ones "
+                f"(idle ones expire after {self.limits.ttl_seconds:g} s), retry in {wait} s",
+                retry_after=wait,
+            )
+        call = self.engine.submit(lambda: _built(env, args))
+        try:
+            session, reply = await self._engine(call, "/create")
+        except BaseException:
+            if call.done:
+                self.table.release()
+            else:  # still building: its place is freed, and the late session dropped, when it returns
+                call.result.add_done_callback(lambda _: self.table.release())
+            raise
+        self._counter += 1
+        sid = f"s-{self._counter}"
+        self.table.add(sid, _Live(session))
+        return {"session": sid, **reply}
+
+    async def step(self, body: Json) -> Json:
+        sid, live = self._live(body)
+        action = body.get("action")
+        if not isinstance(action, str):
+            raise EnvError("bad_request", "action must be a string (the agent's raw response)", field="action")
+        return await self._sequenced(sid, live, body, lambda: live.session.step(action), check_over=True)
+
+    async def restart(self, body: Json) -> Json:
+        sid, live = self._live(body)
+        return await self._sequenced(sid, live, body, lambda: _restarted(live.session), check_over=False)
+
+    def close(self, body: Json) -> Json:
+        sid, _ = self._live(body)
+        self.table.delete(sid)
+        return {"closed": True}
+
+    def sweep(self) -> int:
+        return self.table.sweep()
 
     def _live(self, body: Json) -> tuple[str, _Live]:
         sid = body.get("session")
         if not isinstance(sid, str):
             raise EnvError("bad_request", "session must be a string", field="session")
-        self._expire()
-        with self.sessions_lock:
-            live = self.sessions.get(sid)
+        live = self.table.use(sid)
         if live is None:
             raise EnvError("unknown_session", f'no session "{sid}" (closed, expired or never created)')
-        live.touched = time.monotonic()
         return sid, live
 
-    def sequenced(self, body: Json, apply: str) -> Json:
-        sid, live = self._live(body)
+    async def _sequenced(
+        self, sid: str, live: _Live, body: Json, apply: Callable[[], Json], check_over: bool
+    ) -> Json:
+        """Applies a /step or /restart once per seq: a repeated seq answers the stored reply, or
+        waits again for the call still running for it."""
         seq = body.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise EnvError("bad_request", "seq must be an integer", field="seq")
-        with live.lock:
-            if seq == live.last_seq and live.last_reply is not None:
-                return live.last_reply
-            if seq != live.last_seq + 1:
-                raise EnvError("out_of_order", f"seq {seq} on session {sid}: the last applied was {live.last_seq}")
-            if apply == "step":
-                action = body.get("action")
-                if not isinstance(action, str):
-                    raise EnvError("bad_request", "action must be a string (the agent's raw response)", field="action")
-                if live.session.done:
-                    raise EnvError("game_over", f"session {sid}: the attempt is over; /restart it first")
-                reply = live.session.step(action)
-            else:
-                live.session.restart()
-                reply = live.session.state()
-            live.last_seq = seq
-            live.last_reply = reply
-            return reply
+        if live.pending is not None and live.pending[0] == seq:
+            return await self._engine(live.pending[1], "/step" if check_over else "/restart")
+        if seq == live.last_seq and live.last_reply is not None:
+            return live.last_reply
+        if live.pending is not None:
+            raise EnvError("out_of_order", f"seq {seq} on session {sid}: seq {live.pending[0]} is still being applied")
+        if seq != live.last_seq + 1:
+            raise EnvError("out_of_order", f"seq {seq} on session {sid}: the last applied was {live.last_seq}")
+        if check_over and live.session.done:
+            raise EnvError("game_over", f"session {sid}: the attempt is over; /restart it first")
+        call = self.engine.submit(apply)
+        live.pending = (seq, call)
 
-    def close_session(self, body: Json) -> Json:
-        sid, _ = self._live(body)
-        with self.sessions_lock:
-            self.sessions.pop(sid, None)
-        return {"closed": True}
+        def applied(f: asyncio.Future[Json]) -> None:
+            live.pending = None
+            if not f.cancelled() and f.exception() is None:
+                live.last_seq = seq
+                live.last_reply = f.result()
 
-    def _expire(self) -> None:
-        now = time.monotonic()
-        with self.sessions_lock:
-            for sid in [s for s, live in self.sessions.items() if now - live.touched > self.ttl]:
-                del self.sessions[sid]
+        call.result.add_done_callback(applied)
+        return await self._engine(call, "/step" if check_over else "/restart")
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: EnvServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        return
-
-    def _send(self, status: int, body: Json) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _dispatch(self, method: str) -> None:
+    async def _engine(self, call: Call[R], endpoint: str) -> R:
+        """The engine call's result within the budget, its errors as error replies."""
+        budget = self.limits.time_budget_ms
         try:
-            body: Json = {}
-            if method == "POST":
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    parsed = json.loads(raw or b"{}")
-                except ValueError as e:
-                    raise EnvError("bad_request", f"the body is not JSON: {e}") from e
-                if not isinstance(parsed, dict):
-                    raise EnvError("bad_request", "the body must be a JSON object")
-                body = parsed
-            route = (method, self.path.split("?")[0])
-            if route == ("GET", "/info"):
-                reply = self.server.info()
-            elif route == ("POST", "/create"):
-                reply = self.server.create(body)
-            elif route == ("POST", "/step"):
-                reply = self.server.sequenced(body, "step")
-            elif route == ("POST", "/restart"):
-                reply = self.server.sequenced(body, "restart")
-            elif route == ("POST", "/close"):
-                reply = self.server.close_session(body)
+            return await self.engine.wait(call)
+        except CallTimeout as e:
+            if e.started and endpoint == "/create":
+                what = (
+                    f"the engine is still building the session after the {budget} ms budget; it is dropped "
+                    "when done (its place in the session cap freed then): retry the /create"
+                )
+            elif e.started:
+                what = (
+                    f"the engine is still working on this {endpoint} after the {budget} ms budget; it finishes "
+                    "in the background: retry the same request (the same seq) to get its reply"
+                )
             else:
-                raise EnvError("not_found", f"no endpoint {method} {self.path}")
-            self._send(200, reply)
-        except EnvError as e:
-            self._send(e.status, e.body())
-        except Exception as e:  # an adapter bug: a 500 the client may retry
-            self._send(500, EnvError("internal", f"{type(e).__name__}: {e}").body())
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-
-def serve(envs: list[Environment], name: str, host: str, port: int, ttl_seconds: float = 600) -> None:
-    """Serves until interrupted; prints the address it listens on (port 0 picks a free one)."""
-    server = EnvServer((host, port), envs, name, ttl_seconds)
-    print(f"{name} listening on http://{host}:{server.server_address[1]}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+                what = f"no engine thread was free within the {budget} ms budget; nothing was applied"
+            raise EnvError("engine_timeout", what, retry_after=1) from None
+        except CallAbandoned:
+            raise EnvError("shutting_down", "the server is stopping", retry_after=1) from None

@@ -22,7 +22,6 @@ session's own saved `random` state, so concurrent sessions never disturb each ot
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import random
@@ -32,7 +31,8 @@ from typing import Any, Callable
 
 import textarena as ta
 
-from .protocol import U32_MAX, CreateArgs, Environment, Json, Session, action_content, fingerprint, invalid_step, serve
+from .protocol import U32_MAX, CreateArgs, Environment, Json, Session, action_content, fingerprint, invalid_step
+from .server import argument_parser, serve_from_args
 
 GAMES = ("TicTacToe-v0", "KuhnPoker-v0", "ConnectFour-v0")
 MAX_TURNS = {"TicTacToe-v0": 7, "KuhnPoker-v0": 8, "ConnectFour-v0": 25}
@@ -319,18 +319,14 @@ class TextArenaEnv(Environment):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mage_envs.textarena_server", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8767, help="0 picks a free port (printed on stdout)")
+    ap = argument_parser("python -m mage_envs.textarena_server", __doc__.split("\n\n")[0], default_port=8767)
     ap.add_argument("--games", default=",".join(GAMES), help=f"comma-separated subset of {','.join(GAMES)}")
-    ap.add_argument("--ttl", type=float, default=600, help="idle seconds before a session is dropped")
     a = ap.parse_args(argv)
     games = [g.strip() for g in a.games.split(",") if g.strip()]
     for g in games:
         if g not in GAMES:
             raise SystemExit(f"unknown game {g!r}; valid choices: {', '.join(GAMES)}")
-    serve([TextArenaEnv(g) for g in games], "mage_envs.textarena_server 0.1.0", a.host, a.port, a.ttl)
-    return 0
+    return serve_from_args(a, [TextArenaEnv(g) for g in games], "mage_envs.textarena_server 0.1.0")
 
 
 if __name__ == "__main__":

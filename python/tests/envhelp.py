@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mage_envs.protocol import EnvServer, Environment
+from mage_envs.protocol import EnvService, Environment, ServiceLimits
+from mage_envs.server import running_in_thread
 
 
 class Client:
@@ -33,15 +33,10 @@ class Client:
 
 
 @contextmanager
-def running(envs: list[Environment], ttl_seconds: float = 600) -> Iterator[Client]:
-    server = EnvServer(("127.0.0.1", 0), envs, "test", ttl_seconds)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Client(f"http://127.0.0.1:{server.server_address[1]}")
-    finally:
-        server.shutdown()
-        server.server_close()
+def running(envs: list[Environment], ttl_seconds: float = 600, **limits: Any) -> Iterator[Client]:
+    service = EnvService(envs, "test", ServiceLimits(ttl_seconds=ttl_seconds, **limits))
+    with running_in_thread(service) as r:
+        yield Client(r.url)
 
 
 def play(client: Client, session: str, first: dict[str, Any], choose: Any, seq: int = 0) -> tuple[list[dict[str, Any]], int]:

@@ -31,6 +31,7 @@ import { openRemoteTask } from "../tasks/remote.js";
 import type { TextTask } from "../tasks/types.js";
 import { validateConfig } from "../train/config.js";
 import { train } from "../train/trainer.js";
+import { runAgainstAdapter } from "./env-python.js";
 
 const GAMES = [
   { game: "tictactoe", opponent: "random" },
@@ -205,6 +206,9 @@ async function iterationShare(url: string): Promise<void> {
 }
 
 export async function run(): Promise<void> {
+  // MAGE_BENCH_ENV_ADAPTER=openspiel measures the Python OpenSpiel adapter instead (env-python.ts).
+  const adapter = process.env.MAGE_BENCH_ENV_ADAPTER;
+  if (adapter) return runAgainstAdapter(adapter, SECONDS);
   const { url, child } = await startChildServer();
   const inProcess = await startEnvServer();
   try {

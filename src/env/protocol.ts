@@ -21,6 +21,7 @@ export type ErrorKind =
   | "unauthorized"
   | "too_many_sessions"
   | "opponent_timeout"
+  | "engine_timeout"
   | "shutting_down"
   | "internal";
 
