@@ -15,8 +15,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const venv = process.env.MAGE_VENV ? resolve(process.env.MAGE_VENV) : join(root, ".venv");
 const python = join(venv, "bin", "python");
 const stampFile = join(venv, ".mage-requirements");
-const files = ["python/requirements.txt", "python/constraints.txt", "python/requirements-nodeps.txt"].map((f) =>
-  join(root, f),
+const files = ["python/requirements.txt", "python/constraints.txt", "python/requirements-nodeps.txt"].map(
+  (f) => join(root, f),
 );
 
 function run(cmd, args) {
