@@ -34,6 +34,9 @@ from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 from . import alfworld_data as data
 from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step, serve
 
+# TextWorld is not thread-safe (its grammar and PDDL parsers share state: concurrent loads fail),
+# and the server answers on threads, so every TextWorld call holds this lock.
+_ENGINE = threading.Lock()
 REWARD_WON = 10.0
 DEFAULT_MAX_TURNS = 10  # the reference's LLM turns per attempt
 DEFAULT_MAX_STEPS = 30  # the reference's env max_steps
@@ -103,9 +106,10 @@ class AlfworldSession(Session):
         self.entry = entry
         self.split = str(args.config["split"])
         self.max_steps = int(args.config["maxSteps"])
-        self.env = start_game(game_file)
-        self._pddl_env = self._innermost(self.env)
-        self.gs = self.env.reset()
+        with _ENGINE:
+            self.env = start_game(game_file)
+            self._pddl_env = self._innermost(self.env)
+            self.gs = self.env.reset()
         # What TextWorld's reset built: the translated PDDL state and the game state with its texts.
         self._initial_pddl = _copy_attrs(self._pddl_env._pddl_state.__dict__)
         self._initial_gs = self._pddl_env.state
@@ -125,7 +129,8 @@ class AlfworldSession(Session):
     def restart(self) -> None:
         """Puts back the state TextWorld's reset left (see `_restore`), without re-translating the
         PDDL or re-deriving the texts."""
-        _restore(self._pddl_env, self._initial_pddl, self._initial_gs)
+        with _ENGINE:
+            _restore(self._pddl_env, self._initial_pddl, self._initial_gs)
         self.gs = self._pddl_env.state
         self.steps = 0
         self.won = False
@@ -198,7 +203,8 @@ class AlfworldSession(Session):
                 reason = f'"{content[:80]}" is not an admissible action'
         if command is None:
             return invalid_step(str(self.gs.feedback), self._compact(str(self.gs.feedback)), reason, content, legal, None)
-        self.gs, _, _ = self.env.step(command)
+        with _ENGINE:
+            self.gs, _, _ = self.env.step(command)
         self.steps += 1
         self.won = bool(self.gs["won"])
         feedback = str(self.gs.feedback)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,3 +134,19 @@ def test_bad_config_names_the_field(client: Client, config: dict[str, object], f
     status, err = client.call("/create", {"env": "alfworld", "seed": 0, "config": config})
     assert status == 400 and err["error"]["kind"] == "bad_config", err
     assert err["error"]["field"] == field and fragment in err["error"]["message"]
+
+
+def test_concurrent_sessions_are_served(client: Client) -> None:
+    """TextWorld is not thread-safe; the server's threads take turns on it."""
+    replies: list[tuple[int, dict[str, object]]] = []
+
+    def create(seed: int) -> None:
+        replies.append(client.call("/create", {"env": "alfworld", "seed": seed, "config": {"split": "valid_train"}}))
+
+    threads = [threading.Thread(target=create, args=(s % 2,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [status for status, _ in replies] == [200] * 4, replies
+    assert len({str(r["fingerprint"]) for _, r in replies}) == 2
