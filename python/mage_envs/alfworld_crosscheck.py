@@ -78,12 +78,11 @@ def adapter_run(session: AlfworldSession, actions: list[str]) -> Transcript:
     first = session.state()
     t = Transcript([first["observation"]], [first["legalActions"]], [False])
     for action in actions:
-        legal = session._legal()
         if session.done:
             break
-        reply = session.step(f"<action>{action}</action>") if action in legal else None
-        if reply is None:  # an action the adapter does not offer (e.g. help): record, stop
-            t.observations.append(f"(not offered: {action})")
+        reply = session.step(f"<action>{action}</action>")
+        if not reply["valid"]:  # an action the adapter refuses: record, stop
+            t.observations.append(f"(refused: {action}: {reply['invalidReason']})")
             break
         t.observations.append(reply["observation"])
         t.commands.append(offered(list(session.gs["admissible_commands"])))
@@ -104,7 +103,7 @@ def first_difference(a: Transcript, b: Transcript) -> str | None:
 
 def check(split: str, task_types: list[int], max_steps: int, per_type: int | None, seed: int = 0,
           data_dir: Path | None = None, out: Any = sys.stdout, shard: tuple[int, int] = (0, 1),
-          start: int = 0) -> dict[str, Any]:
+          start: int = 0, only: str = "") -> dict[str, Any]:
     env = AlfworldEnv(data_dir)
     folder = split_folder(env, split)
     tw = alfworld_env(folder, task_types, max_steps)
@@ -120,7 +119,7 @@ def check(split: str, task_types: list[int], max_steps: int, per_type: int | Non
             if taken.get(g.task_type, 0) < per_type:
                 taken[g.task_type] = taken.get(g.task_type, 0) + 1
                 chosen.append(i)
-    chosen = [i for i in chosen if i % shard[1] == shard[0] and i >= start]
+    chosen = [i for i in chosen if i % shard[1] == shard[0] and i >= start and only in ours[i].name]
     summary: dict[str, Any] = {"split": split, "kept": len(ours), "checked": 0, "equal": 0, "expertWon": 0,
                                "restartMs": []}
     for i in chosen:
@@ -156,11 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--shard", default="0/1", help="I/N: check only the games whose index is I mod N (parallel runs)")
     ap.add_argument("--start", type=int, default=0, help="check only the games from this index on (in path order)")
+    ap.add_argument("--only", default="", help="check only the games whose name contains this")
     a = ap.parse_args(argv)
     i, n = (int(x) for x in a.shard.split("/"))
     t0 = time.time()
     summary = check(a.split, data.parse_task_types(a.task_types), a.max_steps, a.per_type, data_dir=a.data, shard=(i, n),
-                    start=a.start)
+                    start=a.start, only=a.only)
     summary["seconds"] = round(time.time() - t0)
     print(json.dumps(summary), flush=True)
     return 0 if summary["equal"] == summary["checked"] else 1

@@ -198,7 +198,9 @@ class AlfworldSession(Session):
         command = None
         if content is not None:
             key = " ".join(content.lower().split())
-            command = next((c for c in legal if c == key), None)
+            # Any admissible command is played, `help` too (the reference sends it to the game);
+            # the listed ones leave `help` out as the reference's prompt does.
+            command = next((c for c in self.gs["admissible_commands"] if c == key), None)
             if command is None:
                 reason = f'"{content[:80]}" is not an admissible action'
         if command is None:

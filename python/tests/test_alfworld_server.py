@@ -94,12 +94,15 @@ def test_a_session_plays_restarts_identically_and_quickly(client: Client) -> Non
 def test_invalid_answers_spend_the_turn_without_reaching_the_game(client: Client) -> None:
     created = _create(client, 0)
     sid = created["session"]
-    for seq, answer in enumerate(["<action>fly to the moon</action>", "go to bed 1", "<action>help</action>"], 1):
+    for seq, answer in enumerate(["<action>fly to the moon</action>", "go to bed 1", "<action>go to bed 99</action>"], 1):
         r = client.ok("/step", {"session": sid, "seq": seq, "action": answer})
         assert not r["valid"] and r["reward"] == 0 and not r["done"], r
         assert r["observation"] == created["observation"] and r["legalActions"] == created["legalActions"]
     r = client.ok("/step", {"session": sid, "seq": 4, "action": "<action>  GO TO   Bed 1 </action>"})
     assert r["valid"] and r["action"] == "go to bed 1"
+    # `help` is admissible in ALFWorld and played (the reference sends it), only not listed
+    r = client.ok("/step", {"session": sid, "seq": 5, "action": "<action>help</action>"})
+    assert r["valid"] and "Available commands" in r["observation"] and "help" not in r["legalActions"]
 
 
 def test_the_step_limit_ends_the_attempt_unfinished(client: Client) -> None:
