@@ -119,7 +119,8 @@ def check(split: str, task_types: list[int], max_steps: int, per_type: int | Non
             if taken.get(g.task_type, 0) < per_type:
                 taken[g.task_type] = taken.get(g.task_type, 0) + 1
                 chosen.append(i)
-    chosen = [i for i in chosen if i % shard[1] == shard[0] and i >= start and only in ours[i].name]
+    chosen = [i for i in chosen if i % shard[1] == shard[0] and i >= start
+              and any(o in ours[i].name for o in only.split(","))]
     summary: dict[str, Any] = {"split": split, "kept": len(ours), "checked": 0, "equal": 0, "expertWon": 0,
                                "restartMs": []}
     for i in chosen:
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--shard", default="0/1", help="I/N: check only the games whose index is I mod N (parallel runs)")
     ap.add_argument("--start", type=int, default=0, help="check only the games from this index on (in path order)")
-    ap.add_argument("--only", default="", help="check only the games whose name contains this")
+    ap.add_argument("--only", default="", help="check only the games whose name contains one of these (comma-separated)")
     a = ap.parse_args(argv)
     i, n = (int(x) for x in a.shard.split("/"))
     t0 = time.time()
