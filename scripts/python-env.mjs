@@ -15,7 +15,9 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const venv = process.env.MAGE_VENV ? resolve(process.env.MAGE_VENV) : join(root, ".venv");
 const python = join(venv, "bin", "python");
 const stampFile = join(venv, ".mage-requirements");
-const files = ["python/requirements.txt", "python/constraints.txt"].map((f) => join(root, f));
+const files = ["python/requirements.txt", "python/constraints.txt", "python/requirements-nodeps.txt"].map(
+  (f) => join(root, f),
+);
 
 function run(cmd, args) {
   const r = spawnSync(cmd, args, { stdio: ["ignore", process.stderr, process.stderr] });
@@ -52,6 +54,19 @@ export function ensurePythonEnv() {
     "--disable-pip-version-check",
     "-r",
     files[0],
+    "-c",
+    files[1],
+  ]);
+  // Packages whose declared dependencies are not needed (requirements-nodeps.txt says why).
+  run(python, [
+    "-m",
+    "pip",
+    "install",
+    "--quiet",
+    "--disable-pip-version-check",
+    "--no-deps",
+    "-r",
+    files[2],
     "-c",
     files[1],
   ]);

@@ -3,7 +3,7 @@
  * share, and the checks the client applies to every reply (a reply that is not what the protocol
  * says is a `ProtocolError` naming the endpoint and the field, never silently defaulted).
  */
-import type { TaskPromptText } from "../tasks/types.js";
+import type { HistoryWindowText, TaskPromptText } from "../tasks/types.js";
 
 export const PROTOCOL_VERSION = "mage-env/1";
 
@@ -101,6 +101,8 @@ export interface StateReply {
   toMove: "agent" | null;
   done: boolean;
   forfeit?: Forfeit | null;
+  /** The instance's category for per-category measures (ALFWorld: "<split>/<task type>"). */
+  category?: string;
 }
 
 export interface CreateReply extends StateReply {
@@ -226,7 +228,25 @@ function readState(r: Reader): StateReply {
     toMove: r.toMove("toMove", true) ?? null,
     done: r.bool("done"),
     forfeit: r.forfeit("forfeit"),
+    category: r.optStr("category"),
   });
+}
+
+/** The optional history window of a prompt: three non-negative integers. */
+function readHistory(p: Reader): HistoryWindowText | undefined {
+  if (p.o.history === undefined || p.o.history === null) return undefined;
+  const h = reader(`${p.where} history`, p.obj("history"));
+  const n = (f: string) => {
+    const v = h.num(f);
+    if (!Number.isInteger(v) || v < 0)
+      throw new ProtocolError(`${h.where}: field "${f}" must be a non-negative integer`);
+    return v;
+  };
+  return {
+    turns: n("turns"),
+    playObservations: n("playObservations"),
+    reflectObservations: n("reflectObservations"),
+  };
 }
 
 export function parseInfoReply(body: unknown): InfoReply {
@@ -302,6 +322,7 @@ export function parseCreateReply(body: unknown): CreateReply {
       compactRules: p.optStr("compactRules") ?? `${rules}\n${playInstruction}`,
       compactAsk: p.optStr("compactAsk") ?? "Your move?",
       actionWord: p.optStr("actionWord") ?? "Action",
+      ...clean({ legalActionsHeading: p.optStr("legalActionsHeading"), history: readHistory(p) }),
     },
   };
 }

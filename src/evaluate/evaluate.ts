@@ -4,7 +4,7 @@ import { type ContextOverflow, type RunnerOptions, runTrials } from "../rollout/
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { PromptStyle, ReflectionType, TaskOptions } from "../tasks/types.js";
-import { computeTrialMetrics, type TrialMetrics, type TrialOutcome } from "./metrics.js";
+import { categoryMetrics, computeTrialMetrics, type TrialMetrics, type TrialOutcome } from "./metrics.js";
 import { countingAnswers, type EvalProgress, ProgressTally } from "./progress.js";
 
 /**
@@ -56,6 +56,8 @@ export interface CellResult {
   seat: string;
   unseen: boolean;
   metrics: TrialMetrics;
+  /** The measures per category (`categoryMetrics`: ALFWorld's split, and split/task type), when trials have one. */
+  byCategory?: Record<string, TrialMetrics>;
 }
 
 /**
@@ -75,7 +77,13 @@ export function evalTaskSeed(root: Rng, i: number, range: readonly [number, numb
 }
 
 export function toOutcome(t: TrialRecord): TrialOutcome {
-  return { opponent: t.opponent, seat: t.seat, taskId: String(t.taskSeed), attempts: t.attempts };
+  return {
+    opponent: t.opponent,
+    seat: t.seat,
+    taskId: String(t.taskSeed),
+    ...(t.category !== undefined ? { category: t.category } : {}),
+    attempts: t.attempts,
+  };
 }
 
 export async function evaluate(
@@ -139,12 +147,14 @@ export async function evaluate(
     },
   );
   const cells = o.cells.map((cell, c) => {
-    const mine = records.slice(c * o.trials, (c + 1) * o.trials);
+    const mine = records.slice(c * o.trials, (c + 1) * o.trials).map(toOutcome);
+    const byCategory = categoryMetrics(mine, o.attempts, o.seed);
     return {
       opponent: cell.opponent ?? "none",
       seat: cell.seat ?? "none",
       unseen: cell.unseen,
-      metrics: computeTrialMetrics(mine.map(toOutcome), o.attempts, o.seed),
+      metrics: computeTrialMetrics(mine, o.attempts, o.seed),
+      ...(Object.keys(byCategory).length > 0 ? { byCategory } : {}),
     };
   });
   return { cells, trials: records };
@@ -164,6 +174,11 @@ export function formatCells(cells: readonly CellResult[]): string {
       `  score@k    ${m.scoreAt.map((e) => `${num(e.mean)} [${num(e.lo)}, ${num(e.hi)}]`).join("  ")}`,
       `  final ${num(m.final.mean)}  in-trial gain ${num(m.gain.mean)} [${num(m.gain.lo)}, ${num(m.gain.hi)}]  invalid ${pct(m.invalidRate)}`,
     );
+    for (const [category, cm] of Object.entries(c.byCategory ?? {})) {
+      lines.push(
+        `  ${category} (${cm.trials} trials): success@k ${cm.successAt.map((e) => `${pct(e.mean)} [${pct(e.lo)}, ${pct(e.hi)}]`).join("  ")}`,
+      );
+    }
   }
   return lines.join("\n");
 }

@@ -25,6 +25,8 @@ export interface TrialOutcome {
   opponent: string;
   seat: string;
   taskId: string;
+  /** The task instance's category (a served ALFWorld game: "<split>/<task type>"), when it has one. */
+  category?: string;
   /** Attempts actually played, in order (a won trial stops early). */
   attempts: AttemptOutcome[];
 }
@@ -198,6 +200,32 @@ export function bootstrapMean(values: readonly number[], seed = 0, resamples = 2
 }
 
 /** The measures of `trials`, given in trial order (`outcomeOrder` keeps that order). */
+/**
+ * The measures per category, for trials that carry one: a category "a/b" counts in "a" and in
+ * "a/b" (ALFWorld: per split and per split and task type). Empty when no trial has a category.
+ */
+export function categoryMetrics(
+  trials: readonly TrialOutcome[],
+  attempts: number,
+  seed = 0,
+): Record<string, TrialMetrics> {
+  const groups = new Map<string, TrialOutcome[]>();
+  for (const t of trials) {
+    if (t.category === undefined) continue;
+    const parts = t.category.split("/");
+    for (let i = 1; i <= parts.length; i++) {
+      const key = parts.slice(0, i).join("/");
+      const list = groups.get(key) ?? [];
+      list.push(t);
+      groups.set(key, list);
+    }
+  }
+  const out: Record<string, TrialMetrics> = {};
+  for (const key of [...groups.keys()].sort())
+    out[key] = computeTrialMetrics(groups.get(key)!, attempts, seed);
+  return out;
+}
+
 export function computeTrialMetrics(
   trials: readonly TrialOutcome[],
   attempts: number,

@@ -501,7 +501,39 @@ function finalSection(ctx: GameContext): void {
     out.push(`#### ${game}: ${cellLabel(cell)}`, "");
     out.push(finalCellCharts(ctx, withFinal, cell, ks).join("\n"), "");
     out.push(finalCellTable(game, withFinal, cell, ks), "");
+    const byCategory = categoryTable(withFinal, cell, ks);
+    if (byCategory) out.push(`Success@k per category (${CATEGORY_NOTE}):`, "", byCategory, "");
   }
+}
+
+const CATEGORY_NOTE = "a served environment's instance categories; ALFWorld: the split, and split/task type";
+
+/** Success@k per category of a final-evaluation cell (mean over a method's seeds), or null without categories. */
+function categoryTable(withFinal: Method[], cell: CellKey, ks: number[]): string | null {
+  const cats = new Set<string>();
+  for (const m of withFinal)
+    for (const r of m.runs)
+      for (const k of Object.keys(findCell(r.summary.finalEval, cell.key)?.byCategory ?? {})) cats.add(k);
+  if (cats.size === 0) return null;
+  const rows: string[][] = [];
+  for (const cat of [...cats].sort()) {
+    for (const m of withFinal) {
+      const per = m.runs.flatMap((r) => {
+        const c = findCell(r.summary.finalEval, cell.key)?.byCategory?.[cat];
+        return c ? [c] : [];
+      });
+      if (per.length === 0) continue;
+      rows.push([
+        cat,
+        m.label,
+        per.map((c) => c.trials).join("+"),
+        ...ks.map((k) =>
+          formatEstimate(aggregate(per.flatMap((c) => attemptEstimate(c, "successAt", k) ?? [])), "rate"),
+        ),
+      ]);
+    }
+  }
+  return table(["category", "method", "trials", ...ks.map((k) => `success@${k}`)], rows);
 }
 
 /** A final-evaluation cell's success@k and score@k bar charts, one bar per method and attempt. */

@@ -239,6 +239,7 @@ class Rollout {
       task: t.task.name,
       opponent: t.task.opponent ?? "none",
       seat: t.task.seat ?? "none",
+      ...categoryOf(t.task),
       attempts: t.attempts,
       aborted,
       ...(stopReason ? { stopReason } : {}),
@@ -405,5 +406,15 @@ class Rollout {
     }
     t.turn += 1;
     if (result.done || t.turn >= this.opts.maxTurns) await this.endAttempt(t);
+  }
+}
+
+/** A task's category for the record, when it has one (a task that failed before reset has none). */
+function categoryOf(task: TextTask): { category?: string } {
+  try {
+    const c = task.info().category;
+    return c !== undefined ? { category: c } : {};
+  } catch {
+    return {};
   }
 }

@@ -62,6 +62,8 @@ export interface TrialRecord {
   task: string;
   opponent: string;
   seat: string;
+  /** The task instance's category (`TaskInfo.category`: a served ALFWorld game's split and task type). */
+  category?: string;
   attempts: AttemptSummary[];
   /** A backend failure stopped this trial; it was not played to the end and is no loss. */
   aborted: boolean;

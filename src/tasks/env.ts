@@ -26,14 +26,19 @@ import type { Phase, StepResult, TaskInfo, TextTask } from "./types.js";
 
 export class TrialEnv {
   readonly task: TextTask;
-  readonly options: Required<PromptOptions>;
+  /** The options given (the prompt builder fills in the rest: the task's history window, then the defaults). */
+  readonly options: PromptOptions;
   private mem: TrialMemory;
 
   constructor(task: TextTask, options: Partial<PromptOptions> = {}) {
     this.task = task;
     const given: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(options)) if (v !== undefined) given[k] = v;
-    this.options = { ...DEFAULT_PROMPT_OPTIONS, ...(given as Partial<PromptOptions>) };
+    this.options = {
+      style: DEFAULT_PROMPT_OPTIONS.style,
+      reflectionType: DEFAULT_PROMPT_OPTIONS.reflectionType,
+      ...(given as Partial<PromptOptions>),
+    };
     this.mem = newTrialMemory(task.name, task.opponent, task.seat);
   }
 
@@ -51,7 +56,7 @@ export class TrialEnv {
   async reset(rng: Rng, opponentRng?: Rng): Promise<void> {
     await this.task.reset(rng, opponentRng);
     this.mem = newTrialMemory(this.task.name, this.task.opponent, this.task.seat);
-    startAttempt(this.mem, this.task.observation(), this.task.compactObservation());
+    this.beginAttempt();
   }
 
   /**
@@ -65,7 +70,9 @@ export class TrialEnv {
   }
 
   private beginAttempt(): void {
-    startAttempt(this.mem, this.task.observation(), this.task.compactObservation());
+    const listed = this.task.promptText().legalActionsHeading !== undefined;
+    const legal = listed ? (this.task.legalActions?.() ?? []) : undefined;
+    startAttempt(this.mem, this.task.observation(), this.task.compactObservation(), legal);
   }
 
   /** Messages for the next call in `phase`. */

@@ -23,6 +23,8 @@ export interface AttemptRecord {
   index: number;
   initialObservation: string;
   compactInitialObservation: string;
+  /** The initial state's legal actions, kept only for tasks whose prompts list them (see `StepResult.legalActions`). */
+  initialLegalActions?: string[];
   turns: TurnRecord[];
   /** The reflection written after this attempt ended (before the next attempt). */
   reflection?: ReflectionRecord;
@@ -40,13 +42,25 @@ export function newTrialMemory(task: string, opponent: string | null, seat: Seat
 }
 
 /** Opens a new attempt from the (identical) initial observation. */
-export function startAttempt(memory: TrialMemory, initialObservation: string, compactInitial: string): void {
+export function startAttempt(
+  memory: TrialMemory,
+  initialObservation: string,
+  compactInitial: string,
+  initialLegalActions?: readonly string[],
+): void {
   memory.attempts.push({
     index: memory.attempts.length,
     initialObservation,
     compactInitialObservation: compactInitial,
+    ...(initialLegalActions ? { initialLegalActions: [...initialLegalActions] } : {}),
     turns: [],
   });
+}
+
+/** The legal actions of the attempt's current state, for tasks that keep them (else undefined). */
+export function currentLegalActions(attempt: AttemptRecord): string[] | undefined {
+  const last = attempt.turns[attempt.turns.length - 1];
+  return last ? last.legalActions : attempt.initialLegalActions;
 }
 
 export function currentAttempt(memory: TrialMemory): AttemptRecord {

@@ -19,6 +19,7 @@ import {
   attemptOutcome,
   attemptWon,
   compactAttemptOutcome,
+  currentLegalActions,
   formatHistory,
   type TrialMemory,
 } from "./memory.js";
@@ -66,7 +67,11 @@ export function buildPrompt(
   phase: Phase,
   options: PromptOptions,
 ): ChatMessage[] {
-  const o: Required<PromptOptions> = { ...DEFAULT_PROMPT_OPTIONS, ...stripUndefined(options) };
+  const o: Required<PromptOptions> = {
+    ...DEFAULT_PROMPT_OPTIONS,
+    ...taskHistory(text),
+    ...stripUndefined(options),
+  };
   if (memory.attempts.length === 0) throw new Error("trial memory has no attempt yet; call reset() first");
   if (phase === "reflect" && !reflectCallExpected(o.style, o.reflectionType)) {
     throw new Error('compact prompts with reflectionType "history_only" make no reflect call');
@@ -101,8 +106,21 @@ function fullPlay(memory: TrialMemory, text: TaskPromptText, o: Required<PromptO
     parts.push(`## Now\nThis is attempt #${k + 1}. The game starts again from the initial state above.`);
   }
   if (k > 0 && t > 0) parts.push(`## Now\nThis is attempt #${k + 1}. Moves made so far in it:\n${history()}`);
+  if (text.legalActionsHeading !== undefined) {
+    parts.push(`${text.legalActionsHeading} [${(currentLegalActions(cur) ?? []).join(", ")}]`);
+  }
   parts.push(text.playInstruction);
   return parts.join("\n\n");
+}
+
+/** The history window a task asks for, as prompt options (explicit options still win). */
+function taskHistory(text: TaskPromptText): Partial<PromptOptions> {
+  if (!text.history) return {};
+  return {
+    historyLength: text.history.turns,
+    playObsLength: text.history.playObservations,
+    reflectObsLength: text.history.reflectObservations,
+  };
 }
 
 function pastAttemptBlock(a: AttemptRecord, text: TaskPromptText, o: Required<PromptOptions>): string {

@@ -94,6 +94,7 @@ export class RemoteTask implements TextTask {
   private cur: Current | undefined;
   private prompt: TaskPromptText | undefined;
   private end = { won: false, draw: false, score: 0 };
+  private category: string | undefined;
 
   constructor(
     private readonly client: EnvClient,
@@ -133,6 +134,7 @@ export class RemoteTask implements TextTask {
     this.seq = 0;
     this.initial = reply;
     this.prompt = reply.prompt;
+    this.category = reply.category;
     this.cur = stateOf(reply);
     this.end = { won: false, draw: false, score: 0 };
   }
@@ -193,6 +195,7 @@ export class RemoteTask implements TextTask {
     if (r.compactHindsight !== undefined) out.compactHindsight = r.compactHindsight;
     if (r.outcome !== undefined) out.outcome = r.outcome;
     if (r.compactOutcome !== undefined) out.compactOutcome = r.compactOutcome;
+    if (this.prompt?.legalActionsHeading !== undefined) out.legalActions = r.legalActions ?? [];
     return out;
   }
 
@@ -247,6 +250,7 @@ export class RemoteTask implements TextTask {
       done,
       opponent: this.opponent,
       seat: this.seat,
+      ...(this.category !== undefined ? { category: this.category } : {}),
     };
   }
 

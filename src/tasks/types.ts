@@ -59,6 +59,11 @@ export interface StepResult {
   outcome?: string;
   /** Compact outcome when `done` ("Lost -2."). */
   compactOutcome?: string;
+  /**
+   * The legal actions after the step, kept only for tasks whose full prompts list them
+   * (`TaskPromptText.legalActionsHeading`), so the prompt is a pure function of the trial memory.
+   */
+  legalActions?: string[];
 }
 
 /** Per-env info the runner and metrics read. */
@@ -71,6 +76,18 @@ export interface TaskInfo {
   /** Opponent spec name (e.g. "mcts:100"), or null for single-player puzzles. */
   opponent: string | null;
   seat: Seat | null;
+  /**
+   * The instance's category for per-category measures (a served ALFWorld game:
+   * "valid_seen/pick_and_place_simple", its split and task type); absent for uncategorised tasks.
+   */
+  category?: string;
+}
+
+/** The history window of full prompts (the reference's default: 7 turns, observations for 2 in play, 7 in reflection). */
+export interface HistoryWindowText {
+  turns: number;
+  playObservations: number;
+  reflectObservations: number;
 }
 
 /** Text of the prompts that depends on the task (and its seat) but not on the trial so far. */
@@ -85,6 +102,13 @@ export interface TaskPromptText {
   compactAsk: string;
   /** Word for one action in history lines ("Move", "Action"). */
   actionWord: string;
+  /**
+   * Full style: when set, play prompts list the current state's legal actions after this heading,
+   * before the play instruction (ALFWorld: the admissible commands, as the reference does).
+   */
+  legalActionsHeading?: string;
+  /** Full style: this task's history window, in place of the reference's default (ALFWorld: 15 steps, all observed). */
+  history?: HistoryWindowText;
 }
 
 export interface TextTask {

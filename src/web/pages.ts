@@ -54,7 +54,11 @@ function evalHeadline(s: RunSummary): string {
     const value = scoreFirst(s.game)
       ? `final ${scoreName(s.game)} ${formatScore(m.final.mean)}`
       : `success@${K} ${formatPercent(m.successAt[K - 1]?.mean ?? Number.NaN)}`;
-    return `${escapeHtml(vs)}: ${value}`;
+    const cats = Object.entries(c.byCategory ?? {}).map(
+      ([cat, cm]) =>
+        `<br><span class="muted">${escapeHtml(cat)}: success@${K} ${formatPercent(cm.successAt[K - 1]?.mean ?? Number.NaN)} (${cm.trials})</span>`,
+    );
+    return `${escapeHtml(vs)}: ${value}${cats.join("")}`;
   });
   const when = s.finalEval ? "final" : `iteration ${snap.iteration}`;
   return `${lines.join("<br>")}<br><span class="muted">${when}, ${snap.trialsPerCell} trials per cell</span>`;

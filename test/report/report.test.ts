@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { command, writeReport } from "../../src/cli/commands/report.js";
 import { UsageError } from "../../src/core/errors.js";
-import type { Estimate } from "../../src/evaluate/metrics.js";
+import { categoryMetrics, type Estimate, type TrialOutcome } from "../../src/evaluate/metrics.js";
 import { loadSummaries } from "../../src/report/load.js";
 import { buildReport } from "../../src/report/markdown.js";
 import type { RunSummary } from "../../src/train/summary.js";
@@ -380,5 +380,44 @@ describe("mage report: bad inputs", () => {
     );
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /mage report: cannot read/);
+  });
+});
+
+describe("mage report: categories", () => {
+  it("a final cell whose trials have categories gets success@k per category (ALFWorld: split, split/task type)", () => {
+    const summary = makeSummary({ name: "meta", seed: 0, cells: CELLS, iterations: 4 });
+    const trial = (category: string, won: boolean[]): TrialOutcome => ({
+      opponent: "cfr",
+      seat: "first",
+      taskId: "t",
+      category,
+      attempts: won.map((w) => ({
+        won: w,
+        draw: false,
+        score: w ? 1 : 0,
+        reward: 0,
+        turns: 2,
+        invalidActions: 0,
+      })),
+    });
+    const byCategory = categoryMetrics(
+      [
+        trial("valid_seen/heat", [false, true]),
+        trial("valid_seen/cool", [true]),
+        trial("valid_seen/cool", [false, false]),
+      ],
+      2,
+    );
+    summary.finalEval!.cells[0].byCategory = byCategory;
+    const report = buildReport([{ path: "/x/s0/summary.json", summary }], { plotsLink: "plots" });
+    const rows = tableAfter(report.markdown, "Success@k per category");
+    assert.deepEqual([...rows.keys()], ["valid_seen", "valid_seen/cool", "valid_seen/heat"]);
+    assert.equal(rows.get("valid_seen/cool")!["success@1"], rate(byCategory["valid_seen/cool"].successAt[0]));
+    assert.equal(rows.get("valid_seen")!.trials, "3");
+    assert.equal(
+      report.markdown.split("Success@k per category").length,
+      2,
+      "only the categorised cell has the table",
+    );
   });
 });

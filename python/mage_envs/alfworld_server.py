@@ -1,0 +1,305 @@
+"""ALFWorld's text household games served over mage's environment protocol (`mage-env/1`).
+
+    python -m mage_envs.alfworld_server --port 8768 [--data FOLDER]
+
+The games are ALFWorld's official ones (the committed compact copy of valid_seen, valid_unseen
+and valid_train, or a user's `alfworld-download` folder: `--data` or $MAGE_ALFWORLD_DATA, train
+split included), loaded with ALFWorld's filters (`alfworld_data.py`). They are played through
+ALFWorld's own TextWorld pipeline: TextWorld's PDDL environment under ALFWorld's wrappers
+(`AlfredDemangler`, `AlfredInfos`) with the 2.1.2 domain and grammar of the `alfworld` wheel, as
+`AlfredTWEnv` plays them in evaluation. An answer is mage's `<action>…</action>`; its content must
+be one of the admissible commands (`help` is not offered, as in the reference); anything else is an
+invalid action that spends the turn without reaching the game. Reward 10 when the task is done
+(the reference's 10 × won), else 0.
+
+`/restart` does not reload or re-translate the PDDL, nor re-derive the texts: the session keeps
+what TextWorld's reset built (the translated `PddlState`, fast-downward's SAS task, the initial game
+state with its observation and admissible commands) and puts a copy back; see `_restore`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import textworld
+from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
+
+from . import alfworld_data as data
+from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step
+from .server import argument_parser, serve_from_args
+
+# TextWorld is not thread-safe (its grammar and PDDL parsers share state: concurrent loads fail),
+# and the server answers on threads, so every TextWorld call holds this lock.
+_ENGINE = threading.Lock()
+REWARD_WON = 10.0
+DEFAULT_MAX_TURNS = 10  # the reference's LLM turns per attempt
+DEFAULT_MAX_STEPS = 30  # the reference's env max_steps
+
+
+def _wheel_logic() -> tuple[str, str]:
+    with open(ALFRED_PDDL_PATH) as f:
+        domain = f.read()
+    with open(ALFRED_TWL2_PATH) as f:
+        grammar = f.read()
+    return domain, grammar
+
+
+def request_infos() -> textworld.EnvInfos:
+    """What `AlfredTWEnv.init_env` requests (the expert's facts too, so the state is the same)."""
+    return textworld.EnvInfos(won=True, admissible_commands=True, facts=True, extras=["gamefile"])
+
+
+def start_game(game_file: Path) -> Any:
+    """ALFWorld's evaluation stack on one game: TextWorld's environment under ALFWorld's wrappers."""
+    return textworld.start(str(game_file), request_infos(), wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+
+
+def offered(commands: list[str]) -> list[str]:
+    """The admissible commands as the prompt lists them: without `help` (the reference drops it)."""
+    return [c for c in commands if c != "help"]
+
+
+def compact_actions(legal: list[str]) -> str:
+    """The compact prompts' action line: `go to`, `examine`, `look` and `inventory` are always there
+    (every place is named in the room description), so only the commands that act on objects are
+    listed, to keep a whole trial inside a small model's context."""
+    acting = [c for c in legal if not c.startswith(("go to ", "examine ")) and c not in ("look", "inventory")]
+    return "Actions: go to PLACE" + "".join(f", {c}" for c in acting) + "."
+
+
+def _copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A PddlState's attributes with its mutable fact tables copied (the rest is never changed)."""
+    out = dict(attrs)
+    out["_facts"] = defaultdict(set, {k: set(v) for k, v in attrs["_facts"].items()})
+    out["_vars_by_name"] = dict(attrs["_vars_by_name"])
+    out["_vars_by_type"] = defaultdict(set, {k: set(v) for k, v in attrs["_vars_by_type"].items()})
+    out["_var_counts"] = Counter(attrs["_var_counts"])
+    return out
+
+
+def _restore(pddl_env: Any, pddl_attrs: dict[str, Any], game_state: Any) -> None:
+    """Sets a TextWorld `PddlEnv` back to the state its reset left: the fields `PddlEnv.reset`
+    assigns (`_pddl_state`, `state`, `prev_state`, `_last_action`, `_moves`), the PDDL state rebuilt
+    from a copy of its saved attributes, and the environment's own copy of fast-downward's library
+    reloaded with the same translated task (what `PddlState.__init__` loads). TextWorld's `step`
+    never changes a previous game state, so the saved one is reused as it is."""
+    cls: Any = type(pddl_env._pddl_state)
+    state = cls.__new__(cls)  # the attributes come from the saved state, not from __init__
+    state.__dict__.update(_copy_attrs(pddl_attrs))
+    state.downward_lib.load_sas(state.sas.encode("utf-8"))
+    state.downward_lib.load_sas_replan(state.sas_replan.encode("utf-8"))
+    pddl_env._pddl_state = state
+    pddl_env.state = copy.copy(game_state)
+    pddl_env.prev_state = None
+    pddl_env._last_action = None
+    pddl_env._moves = 0
+
+
+class AlfworldSession(Session):
+    def __init__(self, env_def: AlfworldEnv, args: CreateArgs, entry: data.GameEntry, game_file: Path):
+        self.entry = entry
+        self.split = str(args.config["split"])
+        self.max_steps = int(args.config["maxSteps"])
+        with _ENGINE:
+            self.env = start_game(game_file)
+            self._pddl_env = self._innermost(self.env)
+            self.gs = self.env.reset()
+        # What TextWorld's reset built: the translated PDDL state and the game state with its texts.
+        self._initial_pddl = _copy_attrs(self._pddl_env._pddl_state.__dict__)
+        self._initial_gs = self._pddl_env.state
+        self.steps = 0
+        self.won = False
+        self.initial_obs = str(self.gs.feedback)
+        self.goal = data.goal_of(self._pddl_env._game_data["grammar"])
+        self.fingerprint = fingerprint(entry.name, self.initial_obs, "\n".join(self.gs["admissible_commands"]),
+                                       "\n".join(sorted(map(str, self.gs["facts"]))))
+
+    @staticmethod
+    def _innermost(env: Any) -> Any:
+        while hasattr(env, "_wrapped_env"):
+            env = env._wrapped_env
+        return env
+
+    def restart(self) -> None:
+        """Puts back the state TextWorld's reset left (see `_restore`), without re-translating the
+        PDDL or re-deriving the texts."""
+        with _ENGINE:
+            _restore(self._pddl_env, self._initial_pddl, self._initial_gs)
+        self.gs = self._pddl_env.state
+        self.steps = 0
+        self.won = False
+
+    @property
+    def done(self) -> bool:
+        return self.won or self.steps >= self.max_steps
+
+    def _legal(self) -> list[str]:
+        return [] if self.done else offered(list(self.gs["admissible_commands"]))
+
+    @property
+    def category(self) -> str:
+        """For per-split and per-task-type measures (mage splits categories at "/")."""
+        return f"{self.split}/{self.entry.task_type}"
+
+    def info(self) -> Json:
+        return {"split": self.split, "taskType": self.entry.task_type, "game": self.entry.name}
+
+    def prompt(self) -> Json:
+        return {
+            "rules": (
+                "You are an expert agent in the ALFRED household environment, a text game in a simulated "
+                f"home. Your task is to: {self.goal}.\nYou act by choosing one of the admissible actions "
+                "listed with the current state, for example `go to countertop 1`, `take apple 1 from "
+                "countertop 1`, `open fridge 1`, `heat apple 1 with microwave 1`, `move apple 1 to "
+                "diningtable 1`. You can hold one object at a time."
+            ),
+            "playInstruction": (
+                "Now it's your turn to take an action. First reason step by step about the current situation "
+                "and what you have already seen; then choose one admissible action and write it exactly as "
+                "listed inside <action> </action>, for example <action>go to countertop 1</action>."
+            ),
+            "compactRules": (
+                f"ALFWorld household task: {self.goal}. Reply with one action in <action></action>: go to "
+                "PLACE (any place in the room), examine PLACE, look, inventory, or an action listed, written "
+                "exactly (e.g. <action>go to countertop 1</action>). You hold one object at a time."
+            ),
+            "compactAsk": "Action?",
+            "actionWord": "Action",
+            "legalActionsHeading": "Your admissible actions in the current situation are:",
+            "history": {"turns": 15, "playObservations": 15, "reflectObservations": 15},
+        }
+
+    def _compact(self, feedback: str) -> str:
+        text = feedback.replace("-= Welcome to TextWorld, ALFRED! =-", "").strip()
+        return text if self.done else f"{text}\n{compact_actions(self._legal())}"
+
+    def state(self) -> Json:
+        return {
+            "fingerprint": self.fingerprint,
+            "observation": str(self.gs.feedback),
+            "compactObservation": self._compact(str(self.gs.feedback)),
+            "legalActions": self._legal(),
+            "toMove": None if self.done else "agent",
+            "done": self.done,
+            "forfeit": None,
+            "category": self.category,
+            "info": self.info(),
+        }
+
+    def step(self, response: str) -> Json:
+        legal = self._legal()
+        content, reason = action_content(response)
+        command = None
+        if content is not None:
+            key = " ".join(content.lower().split())
+            # Any admissible command is played, `help` too (the reference sends it to the game);
+            # the listed ones leave `help` out as the reference's prompt does.
+            command = next((c for c in self.gs["admissible_commands"] if c == key), None)
+            if command is None:
+                reason = f'"{content[:80]}" is not an admissible action'
+        if command is None:
+            return invalid_step(str(self.gs.feedback), self._compact(str(self.gs.feedback)), reason, content, legal, None)
+        with _ENGINE:
+            self.gs, _, _ = self.env.step(command)
+        self.steps += 1
+        self.won = bool(self.gs["won"])
+        feedback = str(self.gs.feedback)
+        reply: Json = {
+            "observation": feedback,
+            "compactObservation": self._compact(feedback),
+            "reward": REWARD_WON if self.won else 0.0,
+            "done": self.done,
+            "won": self.won,
+            "draw": False,
+            "score": 1.0 if self.won else 0.0,
+            "valid": True,
+            "action": command,
+            "feedback": "",
+            "legalActions": self._legal(),
+            "toMove": None if self.done else "agent",
+            "forfeit": None,
+            "info": {**self.info(), "won": self.won, "steps": self.steps},
+        }
+        if self.done:
+            reply["outcome"] = "The task is done." if self.won else f"The task is not done after {self.steps} steps."
+            reply["compactOutcome"] = "Done." if self.won else "Not done."
+        return reply
+
+
+class AlfworldEnv(Environment):
+    name = "alfworld"
+
+    def __init__(self, data_dir: Path | None = None):
+        self.data_dir = data_dir
+        self.domain, self.grammar = _wheel_logic()
+        self._games: dict[tuple[str, tuple[int, ...]], list[data.GameEntry]] = {}
+        self._lock = threading.Lock()
+
+    def describe(self) -> Json:
+        splits = ["valid_seen", "valid_unseen", "valid_train"] + (["train"] if self.data_dir else [])
+        return {
+            "name": self.name,
+            "description": "ALFWorld's household text games (official game files, ALFWorld's TextWorld pipeline); "
+                           "the seed picks a game of the split: seed mod the number of games kept",
+            "twoPlayer": False,
+            "seats": [],
+            "opponents": [],
+            "defaultOpponent": None,
+            "maxTurns": DEFAULT_MAX_TURNS,
+            "seeds": {"min": 0, "max": U32_MAX},
+            "config": {
+                "split": {"type": "string", "choices": splits, "default": "valid_seen",
+                          "description": "valid_seen: rooms seen in training; valid_unseen: unseen rooms; valid_train; train (a user's data only)"},
+                "taskTypes": {"type": "string", "default": "all",
+                              "description": "task types to draw from: all, a list (1,2,3,4) or a range (1-4); "
+                              + ", ".join(f"{k} {v}" for k, v in data.TASK_TYPES.items())},
+                "maxSteps": {"type": "integer", "min": 1, "max": 200, "default": DEFAULT_MAX_STEPS,
+                             "description": "game steps per attempt (valid actions); the attempt ends unfinished after them"},
+            },
+            "legalActions": True,
+        }
+
+    def games(self, split: str, types: list[int]) -> list[data.GameEntry]:
+        key = (split, tuple(types))
+        with self._lock:
+            if key not in self._games:
+                self._games[key] = data.games(split, types, self.data_dir)
+            return self._games[key]
+
+    def create(self, args: CreateArgs) -> Session:
+        try:
+            types = data.parse_task_types(str(args.config["taskTypes"]))
+        except ValueError as e:
+            raise EnvError("bad_config", str(e), field="config.taskTypes") from e
+        split = str(args.config["split"])
+        try:
+            kept = self.games(split, types)
+        except (ValueError, FileNotFoundError) as e:
+            raise EnvError("bad_config", str(e), field="config.split") from e
+        if not kept:
+            raise EnvError("bad_config", f"no {split} game has task types {types}", field="config.taskTypes")
+        entry = kept[args.seed % len(kept)]
+        game_file = data.materialise(entry, self.domain, self.grammar, self.data_dir)
+        return AlfworldSession(self, args, entry, game_file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argument_parser("python -m mage_envs.alfworld_server", __doc__.split("\n\n")[0], default_port=8768)
+    ap.add_argument("--data", type=Path, default=None,
+                    help=f"a folder alfworld-download wrote (default: ${data.DATA_ENV}, else the committed copy)")
+    # A create loads a game's PDDL (about a second) under one lock (TextWorld is not thread-safe),
+    # so a burst of creates queues: a longer budget than the server's 5 s default.
+    ap.set_defaults(time_budget_ms=60_000)
+    a = ap.parse_args(argv)
+    folder = a.data or (Path(os.environ[data.DATA_ENV]) if os.environ.get(data.DATA_ENV) else None)
+    return serve_from_args(a, [AlfworldEnv(folder)], "mage_envs.alfworld_server 0.1.0")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
