@@ -40,6 +40,7 @@ import {
 } from "./markdown.js";
 import { isTorchRun, modelColumn } from "./model.js";
 import { isRealModelGame, realGrids } from "./real-targets.js";
+import { summarySection, type TargetSource } from "./results-summary.js";
 import { barChart, type LineSeries, lineChart, PALETTE } from "./svg.js";
 import { computeTargets, kuhnBestPossible, mainExperiment, type TargetLine } from "./targets.js";
 
@@ -337,17 +338,29 @@ function machinesNote(experiments: readonly Experiment[], out: string[]): void {
 // ---------------------------------------------------------------------------------------------
 // Targets and reference points
 
-function targetsSection(lines: readonly TargetLine[], all: readonly ExperimentGame[], out: string[]): void {
-  out.push("## Targets", "");
-  const count = (v: string) => lines.filter((l) => l.verdict === v).length;
+/** The grids the targets are computed from, with their phrase in the targets' opening sentence. */
+function targetSources(all: readonly ExperimentGame[]): (TargetSource & { phrase: string })[] {
   const embedded = all.filter((g) => !isRealModelGame(g));
   const sources = [...new Set(embedded.map((g) => g.game))]
     .sort()
     .map((game) => [game, mainExperiment(embedded, game)?.experiment.name] as const)
     .filter((x): x is readonly [string, string] => x[1] !== undefined)
-    .map(([game, name]) => `${gameTitle(game)} from \`${name}\``);
-  for (const { spec, grid } of realGrids(all))
-    sources.push(`${gameTitle(spec.game)} on a real LLM from \`${grid.experiment.name}\``);
+    .map(([game, name]) => ({ key: game, grid: name, phrase: `${gameTitle(game)} from \`${name}\`` }));
+  for (const { spec, grid } of realGrids(all)) {
+    const name = grid.experiment.name;
+    sources.push({
+      key: spec.label,
+      grid: name,
+      phrase: `${gameTitle(spec.game)} on a real LLM from \`${name}\``,
+    });
+  }
+  return sources;
+}
+
+function targetsSection(lines: readonly TargetLine[], all: readonly ExperimentGame[], out: string[]): void {
+  out.push("## Targets", "");
+  const count = (v: string) => lines.filter((l) => l.verdict === v).length;
+  const sources = targetSources(all).map((s) => s.phrase);
   out.push(
     `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries` +
       `${sources.length > 0 ? ` of the main comparison: ${sources.join(", ")}` : ""}. ` +
@@ -1340,13 +1353,14 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
       )}). Kuhn scores are chips per deal (3 decimals), rates are percentages.`,
     "",
   );
-  reproduceSection(experiments, o, out);
   const targets = computeTargets({
     bootstrap: bs,
     games: all,
     diversity: experiments.flatMap((e) => e.diversity),
     ...(games.has("kuhn") ? { kuhnBestPossible: kuhnBestPossible() } : { kuhnBestPossible: () => undefined }),
   });
+  summarySection(targets, targetSources(all), gameTitle, out);
+  reproduceSection(experiments, o, out);
   targetsSection(targets, all, out);
   if (o.account?.trim()) out.push("## Account (hand-written)", "", o.account.trim(), "");
   if (games.has("kuhn")) referenceSection(o, out);
