@@ -30,8 +30,6 @@ export function kuhnTableText(
 
 export const command: Command = {
   name: "kuhn-table",
-  summary:
-    "Exact calibration tables for Kuhn poker (pool best responses, adaptation bounds), markdown or JSON",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     let values: { json?: boolean; out?: string; "cfr-iterations"?: string; attempts?: string };
