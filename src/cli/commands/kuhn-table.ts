@@ -1,11 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { UsageError } from "../../core/errors.js";
-import {
-  calibrationJson,
-  kuhnCalibration,
-  renderCalibrationMarkdown,
-} from "../../evaluate/kuhn-calibration.js";
+import { kuhnCalibration } from "../../evaluate/kuhn-calibration.js";
+import { calibrationJson, renderCalibrationMarkdown } from "../../evaluate/kuhn-calibration-text.js";
 import { MAX_CFR_ITERATIONS } from "../../opponents/kuhn/cfr.js";
 import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
