@@ -77,7 +77,8 @@ function pythonGraph(root: string, packages: readonly string[]): Map<string, str
       for (const m of readFileSync(f, "utf8").matchAll(
         /^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?([\w\s,]+)/gm,
       )) {
-        const base = m[1] === "" ? m[2] : [here, m[2]].filter(Boolean).join(".");
+        const up = here.split(".").slice(0, here.split(".").length - Math.max(0, m[1].length - 1));
+        const base = m[1] === "" ? m[2] : [...up, m[2]].filter(Boolean).join(".");
         deps.push(base, ...m[3].split(",").map((n) => `${base}.${n.trim().split(/\s+/)[0]}`));
       }
       for (const m of readFileSync(f, "utf8").matchAll(/^\s*import\s+([\w.]+)/gm)) deps.push(m[1]);
