@@ -5,12 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 if TYPE_CHECKING:
-    from .learner import Learner
+    from .model import Loaded
+
+
+class Learner(Protocol):
+    """What this module needs of learner.Learner (which imports this module, not the reverse)."""
+
+    loaded: Loaded
+    model: torch.nn.Module
+    optimizer: torch.optim.AdamW
+
+
+def clean_name(name: str) -> str:
+    """A parameter's name without the prefixes FSDP and activation checkpointing wrap it in."""
+    return name.replace("_fsdp_wrapped_module.", "").replace("_checkpoint_wrapped_module.", "")
 
 
 def is_fsdp(model: torch.nn.Module) -> bool:
@@ -53,8 +66,6 @@ def offload_to_cpu(model: torch.nn.Module) -> bool:
 def _ordered_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
     """The names of the optimizer's parameters in its own numbering (groups in order, then their
     parameters), cleaned of wrapper prefixes as FSDP's full optimizer state dict names them."""
-    from .learner import clean_name
-
     names = {id(p): clean_name(n) for n, p in model.named_parameters()}
     return [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
 

@@ -21,6 +21,7 @@ from . import batch as B
 from .dist import Dist
 from .errors import protocol, usage
 from .folders import replace_dir
+from .fsdp import clean_name
 from .frames import Array
 from .loss import LossSums, PpoOptions, ppo_loss_sum
 from .model import Loaded, reference_policy
@@ -64,10 +65,6 @@ def decay_names(model: torch.nn.Module) -> set[str]:
     get_emb = getattr(model, "get_input_embeddings", None)
     emb = get_emb().weight if callable(get_emb) else None
     return {n for n, p in model.named_parameters() if p.requires_grad and p.dim() == 2 and p is not emb}
-
-
-def clean_name(name: str) -> str:
-    return name.replace("_fsdp_wrapped_module.", "").replace("_checkpoint_wrapped_module.", "")
 
 
 def make_optimizer(model: torch.nn.Module, spec: OptimizerSpec, decaying: set[str]) -> torch.optim.AdamW:

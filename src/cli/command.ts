@@ -1,7 +1,6 @@
 /** One `mage` subcommand. `run` returns the process exit code. */
 export interface Command {
   readonly name: string;
-  readonly summary: string;
   readonly usage: string;
   run(argv: string[]): Promise<number>;
 }

@@ -1,34 +1,24 @@
 #!/usr/bin/env node
 import { ExternalFailure, UsageError } from "../core/errors.js";
 import { COMMANDS } from "./commands/index.js";
-
-function help(): string {
-  const names = Object.keys(COMMANDS).sort();
-  return [
-    "mage: meta-reinforcement learning for language agents",
-    "",
-    "usage: mage <command> [options]    (mage <command> --help for its options)",
-    "",
-    `commands: ${names.join(", ")}`,
-  ].join("\n");
-}
+import { commandHelp, mainHelp } from "./help.js";
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    console.log(help());
+    console.log(mainHelp());
     return name === undefined ? 2 : 0;
   }
-  const load = COMMANDS[name];
-  if (!load) {
+  const entry = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!entry) {
     console.error(
       `mage: unknown command "${name}"; valid commands: ${Object.keys(COMMANDS).sort().join(", ")}`,
     );
     return 2;
   }
-  const command = await load();
+  const command = await entry.load();
   if (rest.includes("--help") || rest.includes("-h")) {
-    console.log(`${command.summary}\n\nusage: ${command.usage}`);
+    console.log(commandHelp(name, command));
     return 0;
   }
   try {

@@ -4,6 +4,7 @@ import { type ContextOverflow, type RunnerOptions, runTrials } from "../rollout/
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { PromptStyle, ReflectionType, TaskOptions } from "../tasks/types.js";
+import type { EvalCell } from "./cell.js";
 import { categoryMetrics, computeTrialMetrics, type TrialMetrics, type TrialOutcome } from "./metrics.js";
 import { countingAnswers, type EvalProgress, ProgressTally } from "./progress.js";
 
@@ -13,12 +14,7 @@ import { countingAnswers, type EvalProgress, ProgressTally } from "./progress.js
  * draws from [0, 2^16); the puzzles' harder set from [2^32, 2^33)), and report the measures of
  * `metrics.ts` with 95% bootstrap intervals.
  */
-export interface EvalCell {
-  opponent: string | null;
-  seat: "first" | "second" | null;
-  /** The opponent is outside the training pool. */
-  unseen: boolean;
-}
+export type { EvalCell };
 
 export interface EvalOptions {
   task: TaskDefinition;

@@ -1,7 +1,7 @@
 import type { Policy } from "../policy/types.js";
 import type { TrialRecord } from "../rollout/types.js";
 import { ProgressBar } from "../train/progress.js";
-import type { EvalCell } from "./evaluate.js";
+import type { EvalCell } from "./cell.js";
 
 /**
  * How far an evaluation has come, for a progress display. Every cell's trials run side by side

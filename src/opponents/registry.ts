@@ -2,32 +2,9 @@ import { UsageError } from "../core/errors.js";
 import type { Rng } from "../core/rng.js";
 import { kuhnOpponentKinds } from "./kuhn/index.js";
 import { tictactoeOpponentKinds } from "./tictactoe/index.js";
-import type { Opponent } from "./types.js";
+import type { Opponent, OpponentKind } from "./types.js";
 
-/**
- * One family of opponents for a game, addressed by a spec "NAME" or "NAME:ARG"
- * (e.g. "random", "mcts:100", "preferred:3", "cfr:1000").
- */
-export interface OpponentKind<S = unknown, M = unknown> {
-  name: string;
-  /** How the argument reads in help text, e.g. "<simulations>"; omit when the kind takes none. */
-  arg?: string;
-  /** Whether the argument may be left out (a default is used). */
-  argOptional?: boolean;
-  description: string;
-  /**
-   * For kinds whose work grows with their argument (MCTS simulations, CFR iterations): what the
-   * argument counts, the largest value `mage env-serve` allows unless told otherwise, and the
-   * largest the kind accepts at all. Such an opponent is played off the server's event loop.
-   */
-  work?: { unit: string; serveLimit: number; max?: number };
-  /**
-   * Builds the opponent. It draws from `ctx.rng` itself, never from a copy, so the generator's
-   * state after a move is the opponent's stream state (`mage env-serve` plays such moves in a
-   * worker thread and carries that state back).
-   */
-  create(arg: string | undefined, ctx: { rng: Rng; replay: boolean; spec: string }): Opponent<S, M>;
-}
+export type { OpponentKind };
 
 /** Opponent families per game name. To add one, add an entry to the game's `opponents/<game>/index.ts`. */
 export const OPPONENT_KINDS: Record<string, readonly OpponentKind<any, any>[]> = {

@@ -13,7 +13,7 @@ import {
 } from "./compare.js";
 import { formatPercent, formatScore } from "./markdown.js";
 import { isTorchRun } from "./model.js";
-import { clearlyAbove, formatInterval, type TargetLine, type Verdict } from "./targets.js";
+import { clearlyAbove, formatInterval, type TargetLine, type Verdict } from "./verdicts.js";
 
 /**
  * The targets of the real-LLM grids (issue 26: SmolLM2-135M-Instruct, warm-started, LoRA on the

@@ -1,5 +1,5 @@
 import { kuhnCalibration } from "../evaluate/kuhn-calibration.js";
-import type { BootstrapEstimate, HierarchicalBootstrap } from "./bootstrap.js";
+import type { HierarchicalBootstrap } from "./bootstrap.js";
 import {
   bestBaseline,
   type ExperimentGame,
@@ -18,25 +18,15 @@ import {
 import type { DiversityFile } from "./experiments.js";
 import { formatPercent, formatScore } from "./markdown.js";
 import { isRealModelGame, realTargets } from "./real-targets.js";
+import { atLeast, clearlyAbove, EPS, formatInterval, type TargetLine, type Verdict } from "./verdicts.js";
+
+export { clearlyAbove, formatInterval, type TargetLine, type Verdict };
 
 /**
  * The targets of the results issue, each computed from the data: met, missed, or not run (the
  * data it needs are absent). Nothing here is a verdict written by hand: thresholds are constants,
  * measurements come from the summaries through the hierarchical bootstrap.
  */
-
-export type Verdict = "met" | "missed" | "not run";
-
-export interface TargetLine {
-  game: string;
-  /** What is asked, in words. */
-  target: string;
-  /** The measured value(s) with intervals, or why nothing was measured. */
-  measured: string;
-  verdict: Verdict;
-  /** A qualifier (e.g. the interval straddles the threshold). */
-  note?: string;
-}
 
 export const KUHN_TARGETS = {
   /** vs unseen cfr, agent second. */
@@ -65,8 +55,6 @@ export const PUZZLE_TARGETS = {
 
 export const PUZZLE_GAMES: readonly string[] = ["sokoban", "minesweeper"];
 
-const EPS = 1e-9;
-
 /** Best possible chips per deal (the best response to the opponent) from the exact Kuhn calibration. */
 export function kuhnBestPossible(): (opponent: string, seat: string) => number | undefined {
   const cal = kuhnCalibration();
@@ -76,38 +64,6 @@ export function kuhnBestPossible(): (opponent: string, seat: string) => number |
       cal.fixed.find((r) => r.opponent === `${opponent}:${cal.cfrIterations}` && r.seat === seat);
     return row?.best;
   };
-}
-
-export function formatInterval(e: BootstrapEstimate, kind: "score" | "rate"): string {
-  if (!Number.isFinite(e.mean)) return "–";
-  const f = kind === "score" ? formatScore : (x: number) => formatPercent(x);
-  const seeds = `${e.seeds.length} seed${e.seeds.length === 1 ? "" : "s"}${e.trials ? "" : ", seeds only"}`;
-  return `${f(e.mean)} [${f(e.lo)}, ${f(e.hi)}] (${seeds})`;
-}
-
-/** Point target: the mean reaches the threshold (the interval is reported alongside). */
-function atLeast(e: BootstrapEstimate, threshold: number): { verdict: Verdict; note?: string } {
-  if (!Number.isFinite(e.mean)) return { verdict: "not run" };
-  if (e.mean >= threshold - EPS) {
-    return e.lo < threshold - EPS
-      ? { verdict: "met", note: "the mean reaches the threshold; the lower end of the interval does not" }
-      : { verdict: "met" };
-  }
-  return e.hi >= threshold - EPS
-    ? { verdict: "missed", note: "the upper end of the interval reaches the threshold; the mean does not" }
-    : { verdict: "missed" };
-}
-
-/** Comparison target: the paired interval lies above 0 (and, when given, the mean reaches `margin`). */
-export function clearlyAbove(e: BootstrapEstimate, margin?: number): { verdict: Verdict; note?: string } {
-  if (!Number.isFinite(e.mean)) return { verdict: "not run" };
-  const above = e.lo > EPS;
-  const enough = margin === undefined || e.mean >= margin - EPS;
-  if (above && enough) return { verdict: "met" };
-  const why: string[] = [];
-  if (!above) why.push("the paired interval does not lie above 0");
-  if (!enough) why.push(`the mean is below ${margin}`);
-  return { verdict: "missed", note: why.join("; ") };
 }
 
 /**

@@ -12,7 +12,6 @@
  */
 import { extractTag } from "../core/tags.js";
 import { type CellFormat, cellName } from "./cell-format.js";
-import type { TicTacToeCellFormat } from "./tictactoe.js";
 
 export type Parsed<T> = { ok: true; move: T } | { ok: false; reason: string };
 
@@ -75,7 +74,7 @@ export function parseCellAs(response: string, rows: number, cols: number, format
 export function parseTicTacToeMove(
   response: string,
   free: readonly number[],
-  format: TicTacToeCellFormat = "pair",
+  format: CellFormat = "pair",
 ): Parsed<number> {
   const c = parseCellAs(response, 3, 3, format);
   if (!c.ok) return c;

@@ -7,18 +7,17 @@ import { Rng } from "../../src/core/rng.js";
 import {
   adaptivePlays,
   agentValue,
-  fraction,
   independentAttemptStats,
   KUHN_TRAINING_POOL,
   KUHN_WIDE_POOL,
   type KuhnCalibration,
-  keyFacts,
   kuhnCalibration,
   poolMixture,
   seatBestResponse,
   sequenceStats,
   winnableDeals,
 } from "../../src/evaluate/kuhn-calibration.js";
+import { fraction, keyFacts } from "../../src/evaluate/kuhn-calibration-text.js";
 import { type AttemptOutcome, scoreAt, successAt, type TrialOutcome } from "../../src/evaluate/metrics.js";
 import {
   BET,

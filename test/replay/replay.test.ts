@@ -76,7 +76,7 @@ describe("replay", () => {
   });
 
   it("lists by default and replays the trials a selection matches", async () => {
-    assert.equal((await COMMANDS.replay()).name, "replay");
+    assert.equal((await COMMANDS.replay.load()).name, "replay");
     const dir = writeLog([
       JSON.stringify(trial(0, ["lost", "won"])),
       JSON.stringify(trial(1, ["lost", "lost"], "random")),

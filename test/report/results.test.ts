@@ -403,6 +403,26 @@ describe("results document", () => {
     }
   });
 
+  it("opens with a summary: one row per grid with its verdict counts and headline, linking to its section", () => {
+    const e = experimentOf("kuhn-main", {
+      mage: { gain: 0.12, final: 0.01, pool: best },
+      lamer: { gain: 0.05, final: -0.05 },
+      grpo: { gain: 0, final: -0.16 },
+    });
+    const md = buildResults([e], { plotsLink: "." }).markdown;
+    const row =
+      /\n\| \[`kuhn-main`\]\(#experiment-kuhn-main\) \| Kuhn poker \| (\d+) of (\d+)(?: \((\d+) not run\))? \| vs unseen cfr, agent second: MAGE in-trial gain ≥ \+0\.100 chips per deal \| \+0\.120 \[[^|]*\| \*\*met\*\* \|\n/.exec(
+        md,
+      );
+    assert.ok(row, "the kuhn-main row with its headline target");
+    const verdicts = [...md.matchAll(/^\| Kuhn poker \| .* \| (\*\*met\*\*|\*\*missed\*\*|not run) \|$/gm)];
+    assert.equal(Number(row[2]), verdicts.length, "counts every target of the grid");
+    assert.equal(Number(row[1]), verdicts.filter((v) => v[1] === "**met**").length);
+    assert.equal(Number(row[3] ?? 0), verdicts.filter((v) => v[1] === "not run").length);
+    assert.ok(md.indexOf("## Summary") < md.indexOf("## Reproduce"), "at the top");
+    assert.ok(md.includes("\n## Experiment `kuhn-main`\n"), "the section it links to");
+  });
+
   it("says so under a table when a method's summaries carry no outcome histograms", () => {
     const e = experimentOf("kuhn-main", {
       mage: { gain: 0.12, final: 0.01 },

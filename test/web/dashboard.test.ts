@@ -227,7 +227,7 @@ describe("dashboard server", () => {
 
 describe("mage dashboard", () => {
   it("is a command, and names what is wrong with its folders and flags", async () => {
-    assert.equal((await COMMANDS.dashboard()).name, "dashboard");
+    assert.equal((await COMMANDS.dashboard.load()).name, "dashboard");
     const missing = join(tmpdir(), "mage-dashboard-missing-folder");
     await assert.rejects(
       runCommand(command, [missing]),

@@ -7,7 +7,6 @@ const USAGE = "mage config print|validate FILE [--set key=value]...";
 
 export const command: Command = {
   name: "config",
-  summary: "Print a config with every default filled in, or validate it",
   usage: USAGE,
   async run(argv) {
     const { values, positionals } = parseFlags(

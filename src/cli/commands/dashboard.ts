@@ -21,7 +21,6 @@ const USAGE = [
 
 export const command: Command = {
   name: "dashboard",
-  summary: "Web dashboard of training runs: progress, live plots, comparisons, trial replay",
   usage: USAGE,
   async run(argv) {
     const { values, positionals } = parseFlags(

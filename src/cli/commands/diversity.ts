@@ -134,8 +134,6 @@ type DiversityFlags = ReturnType<typeof parseFlags<typeof FLAGS>>["values"];
 
 export const command: Command = {
   name: "diversity",
-  summary:
-    "Measure how diverse a policy's first-attempt play is: entropy of its attempt-1 action sequences (Kuhn per seat and card, TicTacToe from the empty board)",
   usage: USAGE,
   async run(argv) {
     const { values } = parseFlags(argv, FLAGS, USAGE);

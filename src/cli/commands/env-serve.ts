@@ -82,7 +82,6 @@ export async function startEnvServeFromArgs(
 
 export const command: Command = {
   name: "env-serve",
-  summary: "Serve mage's games and puzzles (with their opponents) over the environment protocol",
   usage: USAGE,
   async run(argv) {
     const handle = await startEnvServeFromArgs(argv);

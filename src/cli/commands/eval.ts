@@ -358,8 +358,6 @@ function trialLine(t: TrialRecord): string {
 
 export const command: Command = {
   name: "eval",
-  summary:
-    "Evaluate a policy (embedded checkpoint, OpenAI-compatible server, GGUF) against opponents over multi-attempt trials",
   usage: USAGE,
   async run(argv) {
     const { values } = parseFlags(argv, FLAGS, USAGE);

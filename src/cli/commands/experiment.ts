@@ -33,7 +33,6 @@ function list(flag: string, v: string | undefined): string[] | undefined {
 
 export const command: Command = {
   name: "experiment",
-  summary: "Run a grid of training runs (methods × seeds) with shared pretrained models, resumable",
   usage: USAGE,
   async run(argv) {
     const { values, positionals } = parseFlags(

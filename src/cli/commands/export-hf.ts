@@ -17,7 +17,6 @@ const USAGE = [
 
 export const command: Command = {
   name: "export-hf",
-  summary: `Export an embedded checkpoint as a Hugging Face ${HF_ARCHITECTURE} directory (transformers loads it)`,
   usage: USAGE,
   async run(argv) {
     const { values } = parseFlags(argv, { checkpoint: { type: "string" }, out: { type: "string" } }, USAGE);

@@ -13,7 +13,6 @@ const USAGE = [
 
 export const command: Command = {
   name: "fetch-model",
-  summary: "Download a pinned real model (SmolLM2-135M-Instruct) and import it for model.backend: torch",
   usage: USAGE,
   async run(argv) {
     const { values, positionals } = parseFlags(

@@ -15,7 +15,6 @@ const USAGE = [
 
 export const command: Command = {
   name: "import-gguf",
-  summary: "Import a llama-family GGUF as a Hugging Face directory (for model.backend: torch)",
   usage: USAGE,
   async run(argv) {
     const { values } = parseFlags(

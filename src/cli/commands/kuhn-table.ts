@@ -1,11 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { UsageError } from "../../core/errors.js";
-import {
-  calibrationJson,
-  kuhnCalibration,
-  renderCalibrationMarkdown,
-} from "../../evaluate/kuhn-calibration.js";
+import { kuhnCalibration } from "../../evaluate/kuhn-calibration.js";
+import { calibrationJson, renderCalibrationMarkdown } from "../../evaluate/kuhn-calibration-text.js";
 import { MAX_CFR_ITERATIONS } from "../../opponents/kuhn/cfr.js";
 import { intFlag } from "../args.js";
 import type { Command } from "../command.js";
@@ -30,8 +27,6 @@ export function kuhnTableText(
 
 export const command: Command = {
   name: "kuhn-table",
-  summary:
-    "Exact calibration tables for Kuhn poker (pool best responses, adaptation bounds), markdown or JSON",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     let values: { json?: boolean; out?: string; "cfr-iterations"?: string; attempts?: string };

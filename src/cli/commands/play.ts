@@ -269,7 +269,6 @@ function fmt(x: number): string {
 
 export const command: Command = {
   name: "play",
-  summary: "play a text task yourself in the terminal (the observations an agent sees)",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     await runPlay(argv, { input: process.stdin, output: process.stdout });

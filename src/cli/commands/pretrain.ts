@@ -225,8 +225,6 @@ type FlagValues = Record<string, string | boolean | undefined>;
 
 export const command: Command = {
   name: "pretrain",
-  summary:
-    "supervised warm start (the embedded model, or a Hugging Face model with --backend torch) on unskilled scripted play",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     const { values }: { values: FlagValues } = parseFlags(argv, FLAGS, USAGE);

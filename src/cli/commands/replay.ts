@@ -47,7 +47,6 @@ type ReplayFlags = ReturnType<typeof parseFlags<typeof FLAGS>>["values"];
 
 export const command: Command = {
   name: "replay",
-  summary: "Replay logged trials (training transcripts, `mage eval --out` files) attempt by attempt",
   usage: USAGE,
   async run(argv) {
     const { values, positionals } = parseFlags(argv, FLAGS, USAGE, true);

@@ -145,7 +145,6 @@ interface ReportFlags {
 
 export const command: Command = {
   name: "report",
-  summary: "Markdown report with SVG plots (runs table, final evaluation, curves) from run summaries",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     const { values, positionals, smooth } = parseReportFlags(argv);

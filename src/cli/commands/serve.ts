@@ -128,7 +128,6 @@ export async function startServeFromArgs(
 
 export const command: Command = {
   name: "serve",
-  summary: "Serve a checkpoint or a Hugging Face model over an OpenAI-compatible HTTP API",
   usage: USAGE,
   async run(argv) {
     const { handle } = await startServeFromArgs(argv);

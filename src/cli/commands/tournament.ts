@@ -301,7 +301,6 @@ export async function parseTournamentArgs(argv: string[]): Promise<TournamentOpt
 
 export const command: Command = {
   name: "tournament",
-  summary: "Round-robin between opponents of a game: wins, draws and losses per pair and seat",
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     const opts = await parseTournamentArgs(argv);

@@ -43,7 +43,6 @@ export function loggingOverrides(flags: { tensorboard?: string; wandb?: string }
 
 export const command: Command = {
   name: "train",
-  summary: "Train the embedded model with MAGE / LaMer / RL baselines from a YAML config",
   usage: USAGE,
   async run(argv) {
     const { values } = parseFlags(

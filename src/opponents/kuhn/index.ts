@@ -10,8 +10,7 @@ import {
   PASS,
 } from "../../games/kuhn.js";
 import { OpponentRng } from "../random.js";
-import type { OpponentKind } from "../registry.js";
-import type { Opponent } from "../types.js";
+import type { Opponent, OpponentKind } from "../types.js";
 import { cfrArgmaxPolicy, cfrAveragePolicy, MAX_CFR_ITERATIONS } from "./cfr.js";
 import {
   aggressivePolicy,

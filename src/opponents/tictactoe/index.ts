@@ -4,8 +4,8 @@ import { randomPlayoutValue, type TicTacToeState, tictactoe } from "../../games/
 import { MctsOpponent } from "../mcts.js";
 import { MinimaxOpponent, MinimaxSolver } from "../minimax.js";
 import { RandomOpponent } from "../random.js";
-import type { OpponentKind } from "../registry.js";
 import { positiveIntArg } from "../spec-args.js";
+import type { OpponentKind } from "../types.js";
 import { PREFERRED_CELL_ORDERS, PreferredOpponent } from "./preferred.js";
 
 export { PREFERRED_CELL_ORDERS, PREFERRED_ORDERS, PreferredOpponent } from "./preferred.js";

@@ -17,7 +17,6 @@ import type { LossFn } from "../../model/loss-types.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
 import type { Batch } from "../../model/transformer.js";
 import type { CorpusTrial, ResponseKind } from "./corpus.js";
-import type { SftShardPool } from "./sft-shards.js";
 
 /**
  * One training sequence: token ids and the mask of scored positions. A mask value is the token's
@@ -193,6 +192,11 @@ export interface SftResult {
   ms: number;
 }
 
+/** What `runSft` needs of `SftShardPool` (sft-shards.ts): a batch's update computed in shards. */
+export interface ShardedUpdater {
+  update(learner: Learner, batch: Batch): Promise<UpdateMetrics>;
+}
+
 /**
  * Runs `steps` SFT updates of `learner` on `examples`; with `pool`, each batch's gradient is
  * computed in shards on its worker threads.
@@ -200,7 +204,7 @@ export interface SftResult {
 export async function runSft(
   learner: Learner,
   examples: readonly SftExample[],
-  opts: SftOptions & { pool?: SftShardPool },
+  opts: SftOptions & { pool?: ShardedUpdater },
 ): Promise<SftResult> {
   const stream = new BatchStream(examples, opts.batchTokens, opts.rng.derive("batches"));
   const losses: number[] = [];

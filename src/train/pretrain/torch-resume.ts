@@ -20,7 +20,7 @@ import type { TorchLearner } from "../../learner/torch/learner.js";
 import { recoverCheckpoint, writeDirAtomic } from "../../model/checkpoint.js";
 import { REPORT_FILE } from "./run.js";
 import type { SftResult } from "./sft.js";
-import type { BaseModelRecord, TorchPretrainReport, TorchPretrainSettings } from "./torch-run.js";
+import type { BaseModelRecord, TorchPretrainReport, TorchPretrainSettings } from "./torch-report.js";
 
 /**
  * Settings that change how fast the checks run and how much memory they take, not what they

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .gpu_common import kuhn_prompts, linear_module_names, peak_gib, reset_peak, timed
+from .common import kuhn_prompts, linear_module_names, peak_gib, reset_peak, timed
 
 LORA_RANK = 16
 # Mean |Δ log-prob| of sampled tokens, sampler vs teacher-forced scoring, in bfloat16: both run the
@@ -24,8 +24,8 @@ CHECK_TOKENS = 48
 
 
 def step_decoder(args: argparse.Namespace) -> dict[str, Any]:
-    from .decoder import Decoder
-    from .runners import GraphRunner
+    from ..decoder import Decoder
+    from ..runners import GraphRunner
 
     quick = bool(args.quick)
     loaded = load_lora_model(args)
@@ -55,7 +55,7 @@ def load_lora_model(args: argparse.Namespace) -> Any:
     set to small random values so that the LoRA path changes the logits."""
     import torch
 
-    from .model import load
+    from ..model import load
 
     dtype = "bfloat16" if args.device.startswith("cuda") else "float32"
     lora = {"rank": LORA_RANK, "alpha": 2 * LORA_RANK, "dropout": 0.0, "targetModules": linear_module_names(Path(args.model))}
@@ -73,13 +73,13 @@ def batch_of(prompts: list[list[int]], n: int) -> list[list[int]]:
 
 
 def params_of(n: int, new: int, temperature: float) -> list[Any]:
-    from .sampling import SamplingParams
+    from ..sampling import SamplingParams
 
     return [SamplingParams(max_new_tokens=new, temperature=temperature, seed=1000 + i) for i in range(n)]
 
 
 def compare_runners(loaded: Any, captured: Any, eager: Any, prompts: list[list[int]], rows: int, tokens: int) -> dict[str, Any]:
-    from .lean import generate_lean
+    from ..lean import generate_lean
 
     batch = batch_of(prompts, rows)
     out: dict[str, Any] = {"rows": rows, "new_tokens": tokens}
@@ -99,10 +99,10 @@ def compare_teacher_forced(loaded: Any, runner: Any, prompts: list[list[int]], r
     import numpy as np
     import torch
 
-    from .batch import Sequence
-    from .generate import Sample, generate
-    from .lean import generate_lean
-    from .learner import score
+    from ..batch import Sequence
+    from ..generate import Sample, generate
+    from ..lean import generate_lean
+    from ..learner import score
 
     batch = batch_of(prompts, rows)
     params = params_of(rows, tokens, 1.0)
@@ -131,8 +131,8 @@ def compare_teacher_forced(loaded: Any, runner: Any, prompts: list[list[int]], r
 def measure_speed(loaded: Any, runner: Any, prompts: list[list[int]], sizes: tuple[int, ...], new: int, device: str) -> list[dict[str, Any]]:
     """tokens/s with no stop ids (every row samples exactly `new` tokens), the first call of each
     size a warm-up (it captures that size's graphs) and the median of the next two."""
-    from .generate import generate
-    from .lean import generate_lean
+    from ..generate import generate
+    from ..lean import generate_lean
 
     out = []
     for n in sizes:
