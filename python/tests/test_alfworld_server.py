@@ -40,7 +40,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def client(cache: Path) -> Iterator[Client]:
-    with running([AlfworldEnv()]) as c:
+    with running([AlfworldEnv()], time_budget_ms=60_000) as c:  # the adapter's own default: creates queue on one lock
         yield c
 
 
