@@ -50,6 +50,7 @@ describe("model.backend and model.torch", () => {
       rank: 8,
       dropout: 0,
       targetModules: ["q_proj", "k_proj", "v_proj", "o_proj"],
+      layers: null,
     });
   });
 });
