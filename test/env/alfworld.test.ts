@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Rng } from "../../src/core/rng.js";
@@ -72,12 +74,14 @@ function alfworldPolicy(seen: string[][]): Policy {
 describe("ALFWorld through game: remote", { skip }, () => {
   let proc: ChildProcess | undefined;
   let url = "";
+  // The rebuilt 2.1.2 game files go to a folder of the test's own, not the user's cache.
+  const cache = mkdtempSync(join(tmpdir(), "mage-alfworld-"));
 
   before(async () => {
     url = await new Promise<string>((resolve, reject) => {
       proc = spawn(pythonPath(), ["-m", "mage_envs.alfworld_server", "--port", "0"], {
         cwd: join(REPO_ROOT, "python"),
-        env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1" },
+        env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1", MAGE_ALFWORLD_CACHE: cache },
         stdio: ["ignore", "pipe", "pipe"],
       });
       let out = "";
@@ -98,6 +102,7 @@ describe("ALFWorld through game: remote", { skip }, () => {
   });
   after(() => {
     if (proc && proc.exitCode === null) proc.kill("SIGTERM");
+    rmSync(cache, { recursive: true, force: true });
   });
 
   async function trials(def: RemoteTaskDefinition, style: "full" | "compact", seen: string[][]) {
