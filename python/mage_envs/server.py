@@ -206,11 +206,13 @@ def serve(service: EnvService, name: str, host: str, port: int, api_key: str | N
     front = HttpFront(service, api_key, log=log)
     sock = listen(host, port)
     url = shown_url(sock)
-    print(f"{name} listening on {url}{' (API key required)' if api_key else ''}", flush=True)
-    if not _is_loopback(host) and api_key is None:
-        log(f"WARNING listening on {host} without --api-key-env: anyone who can reach it can create sessions "
-            "and use its CPU")
     loop_box: list[asyncio.AbstractEventLoop] = []
+
+    def announce() -> None:
+        print(f"{name} listening on {url}{' (API key required)' if api_key else ''}", flush=True)
+        if not _is_loopback(host) and api_key is None:
+            log(f"WARNING listening on {host} without --api-key-env: anyone who can reach it can create sessions "
+                "and use its CPU")
 
     def on_signal(sig: int) -> None:
         if front.closing:
@@ -225,7 +227,14 @@ def serve(service: EnvService, name: str, host: str, port: int, api_key: str | N
 
     async def main() -> None:
         loop_box.append(asyncio.get_running_loop())
-        await _serve(server, sock, service)
+        serving = asyncio.create_task(_serve(server, sock, service))
+        # The line a launcher waits for comes once uvicorn has its signal handlers: a SIGTERM sent
+        # as soon as it is read must stop the server cleanly, not kill it or go ignored.
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.005)
+        if server.started:
+            announce()
+        await serving
 
     # uvicorn re-raises the signal it caught under the handlers it found; ignoring them then
     # makes a clean stop exit 0 instead of dying of the signal.
