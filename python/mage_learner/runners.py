@@ -35,6 +35,15 @@ class Runner(Protocol):
     def reset(self) -> None: ...
 
 
+def eager_decode(
+    dec: Decoder, cache: KVCache, ids: torch.Tensor, pos: torch.Tensor, write: torch.Tensor, d: Draw, truncate: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One decode step over every row of the cache, run as it is called."""
+    b = ids.shape[0]
+    rows, last = torch.arange(b, device=ids.device), torch.zeros(b, dtype=torch.int64, device=ids.device)
+    return step(dec, cache, ids, pos, write, rows, last, d, truncate)
+
+
 def live_index(slots: list[Row | None]) -> list[int]:
     return [s for s, r in enumerate(slots) if r is not None]
 
@@ -64,9 +73,7 @@ class EagerRunner:
     def decode(
         self, cache: KVCache, ids: torch.Tensor, pos: torch.Tensor, write: torch.Tensor, d: Draw, truncate: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        b = ids.shape[0]
-        rows = torch.arange(b, device=ids.device)
-        return step(self.dec, cache, ids, pos, write, rows, torch.zeros(b, dtype=torch.int64, device=ids.device), d, truncate)
+        return eager_decode(self.dec, cache, ids, pos, write, d, truncate)
 
     def reset(self) -> None:
         pass
@@ -122,9 +129,7 @@ class GraphRunner:
         self, cache: KVCache, ids: torch.Tensor, pos: torch.Tensor, write: torch.Tensor, d: Draw, truncate: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if not self.capturing:
-            b = cache.batch
-            rows, last = torch.arange(b, device=ids.device), torch.zeros(b, dtype=torch.int64, device=ids.device)
-            return step(self.dec, cache, ids, pos, write, rows, last, d, truncate)
+            return eager_decode(self.dec, cache, ids, pos, write, d, truncate)
         key = (cache.batch, cache.length, truncate)
         cap = self.graphs.get(key) or self.capture(cache, ids, pos, write, d, truncate)
         cap.ids.copy_(ids)

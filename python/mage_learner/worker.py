@@ -217,9 +217,7 @@ def lean_runner(req: dict[str, Any], loaded: Loaded, sharded: bool) -> Runner | 
         raise usage(f"decoder must be one of {', '.join(DECODERS)}, got {choice!r}", "model.torch.decoder")
     if choice == "hf" or (choice == "auto" and loaded.device.type != "cuda"):
         return None
-    reason = unsupported_reason(loaded.model)
-    if sharded:
-        reason = "FSDP shards the weights the lean step reads"
+    reason = "FSDP shards the weights the lean step reads" if sharded else unsupported_reason(loaded.model)
     if reason is not None:
         if choice == "lean":
             raise usage(f"decoder lean: {reason}; use decoder: hf or auto", "model.torch.decoder")
