@@ -336,7 +336,7 @@ class Learner:
             loss_sum += float(loss.detach())
             sums.add(s)
         self.model.eval()
-        totals = self.dist.sum_floats([loss_sum, sums.pg, sums.clipped, sums.kl, sums.entropy, sums.ppo_kl])
+        totals = self.dist.sum_floats([loss_sum, sums.pg, sums.clipped, sums.kl, sums.entropy, sums.ppo_kl, sums.ratio_dev])
         loss_sum = totals[0]
         sums = LossSums(*totals[1:])
         norm = self.grad_norm()

@@ -44,6 +44,7 @@ class LossSums:
     kl: float = 0.0
     entropy: float = 0.0
     ppo_kl: float = 0.0
+    ratio_dev: float = 0.0
 
     def add(self, o: LossSums) -> None:
         self.pg += o.pg
@@ -51,6 +52,7 @@ class LossSums:
         self.kl += o.kl
         self.entropy += o.entropy
         self.ppo_kl += o.ppo_kl
+        self.ratio_dev += o.ratio_dev
 
     def metrics(self, n: int) -> dict[str, float]:
         inv = 1.0 / n if n > 0 else 0.0
@@ -60,6 +62,7 @@ class LossSums:
             "kl": self.kl * inv,
             "entropy": self.entropy * inv,
             "ppo_kl": self.ppo_kl * inv,
+            "ratio_dev": self.ratio_dev * inv,
         }
 
 
@@ -122,5 +125,6 @@ def ppo_loss_sum(
         kl=float(kl_sum.detach()),
         entropy=float(entropy.detach().sum()),
         ppo_kl=float((old_logp - logp.detach()).sum()),
+        ratio_dev=float((torch.exp(logp.detach() - old_logp) - 1).abs().sum()),
     )
     return total * inv, sums

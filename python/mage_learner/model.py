@@ -17,7 +17,47 @@ import torch
 from .errors import usage
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPE_CHOICES = (*DTYPES, "auto")
 FIELD = "model.torch"
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What a `dtype` request means on a device. On the CPU, bfloat16 keeps float32 weights and
+    runs matrix products in bfloat16 under autocast (docs/design.md, "bf16 on the CPU"): bf16
+    weights there measured slower and four times further from float32's log-probs."""
+
+    weights: torch.dtype
+    autocast: torch.dtype | None
+    note: str
+
+
+def cpu_bf16_flags() -> list[str]:
+    """The CPU's native bfloat16 instruction sets (Linux /proc/cpuinfo; none elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return [f for f in CPU_BF16_FLAGS if f in flags]
+
+
+def resolve_precision(name: Any, device: torch.device) -> Precision:
+    if name not in DTYPE_CHOICES:
+        raise usage(f"dtype must be one of {', '.join(DTYPE_CHOICES)}, got {name!r}", f"{FIELD}.dtype")
+    if device.type == "cuda":
+        if name == "auto":
+            name = "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+        return Precision(DTYPES[name], None, f"{name} weights")
+    if name == "auto":
+        flags = cpu_bf16_flags()
+        if not flags:
+            return Precision(torch.float32, None, "float32 (auto: the CPU has no native bfloat16)")
+        return Precision(torch.float32, torch.bfloat16, f"float32 weights, bfloat16 matrix products (auto: the CPU has {', '.join(flags)})")
+    if name == "float32":
+        return Precision(torch.float32, None, "float32")
+    return Precision(torch.float32, DTYPES[name], f"float32 weights, {name} matrix products (autocast)")
 
 
 @dataclass(frozen=True)
@@ -66,6 +106,14 @@ class Loaded:
     eos_ids: list[int]
     context_length: int
     vocab_size: int
+    precision: Precision | None = None
+
+    def compute(self) -> contextlib.AbstractContextManager[Any]:
+        """The context every forward and backward of this model runs in (autocast or nothing)."""
+        p = self.precision
+        if p is None or p.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=p.autocast)
 
 
 def resolve_device(name: Any) -> torch.device:
@@ -140,11 +188,9 @@ def eos_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
 
 def load(req: dict[str, Any]) -> Loaded:
     path = check_model_dir(req.get("model"))
-    dtype_name = req.get("dtype", "float32")
-    if dtype_name not in DTYPES:
-        raise usage(f"dtype must be one of {', '.join(DTYPES)}, got {dtype_name!r}", f"{FIELD}.dtype")
-    dtype = DTYPES[dtype_name]
     device = resolve_device(req.get("device", "cpu"))
+    precision = resolve_precision(req.get("dtype", "float32"), device)
+    dtype = precision.weights
     lora = LoraSpec.from_json(req.get("lora"))
     seed = req.get("seed", 0)
     if not isinstance(seed, int):
@@ -189,7 +235,7 @@ def load(req: dict[str, Any]) -> Loaded:
     if req.get("gradientCheckpointing", False):
         enable_checkpointing(model)
     model.eval()
-    return Loaded(model, tokenizer, reference, lora, device, dtype, architecture, eos, context, vocab)
+    return Loaded(model, tokenizer, reference, lora, device, dtype, architecture, eos, context, vocab, precision)
 
 
 def enable_checkpointing(model: Any) -> None:

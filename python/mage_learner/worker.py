@@ -6,6 +6,7 @@ to stderr, never on the wire)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import socket
@@ -57,7 +58,8 @@ class Worker:
                 raise protocol(f"unknown op {op!r} (this worker speaks protocol {PROTOCOL_VERSION})")
             t0 = time.perf_counter()
             try:
-                header, arrays = fn(req, frame.arrays)
+                with self._compute(op):
+                    header, arrays = fn(req, frame.arrays)
             finally:
                 if op in WEIGHT_CHANGING_OPS:  # stored keys and values belong to the old weights
                     self.prefixes.clear()
@@ -68,6 +70,12 @@ class Worker:
             traceback.print_exc(file=sys.stderr)
             sys.stderr.flush()
             return {"id": rid, "ok": False, "error": {"kind": "internal", "message": f"{type(e).__name__}: {e}"}}, {}
+
+    def _compute(self, op: str) -> contextlib.AbstractContextManager[Any]:
+        """Ops that run the model do so in its precision's context (bfloat16 autocast on a CPU)."""
+        if self.loaded is None or op not in COMPUTE_OPS:
+            return contextlib.nullcontext()
+        return self.loaded.compute()
 
     def _learner(self) -> Learner:
         if self.learner is None:
@@ -126,6 +134,7 @@ class Worker:
             "parameters": params,
             "trainableParameters": trainable,
             "eosTokenIds": loaded.eos_ids,
+            "precision": loaded.precision.note if loaded.precision else "float32",
         }, {}
 
     def op_render(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
@@ -203,6 +212,7 @@ class Worker:
 
 
 WEIGHT_CHANGING_OPS = frozenset({"load", "update", "sft", "restore"})
+COMPUTE_OPS = frozenset({"generate", "logprobs", "update", "sft"})
 
 
 DECODERS = ("hf", "lean", "auto")

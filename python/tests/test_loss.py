@@ -15,7 +15,7 @@ def ts_reference(logp: list[float], ent: list[float], old: list[float], adv: lis
     """ppo-loss.ts, transcribed line by line: loss, dLogp, dEntropy, metrics."""
     n = len(logp)
     inv = 1 / n
-    pg = kl = entropy = approx = 0.0
+    pg = kl = entropy = approx = ratio_dev = 0.0
     clipped_count = 0
     d_logp: list[float] = []
     for t in range(n):
@@ -47,8 +47,9 @@ def ts_reference(logp: list[float], ent: list[float], old: list[float], adv: lis
         d_logp.append(g * inv)
         entropy += ent[t]
         approx += old[t] - logp[t]
+        ratio_dev += abs(math.exp(logp[t] - old[t]) - 1)
     loss = (pg + o.kl_coef * kl - o.entropy_coef * entropy) * inv
-    metrics = {"pg_loss": pg * inv, "clipfrac": clipped_count * inv, "kl": kl * inv, "entropy": entropy * inv, "ppo_kl": approx * inv}
+    metrics = {"pg_loss": pg * inv, "clipfrac": clipped_count * inv, "kl": kl * inv, "entropy": entropy * inv, "ppo_kl": approx * inv, "ratio_dev": ratio_dev * inv}
     return loss, d_logp, [-o.entropy_coef * inv] * n, metrics
 
 

@@ -100,12 +100,13 @@ export function makePpoLoss(inputs: PpoTokenInputs, options: Partial<PpoLossOpti
     const dLogp = new Float64Array(n);
     const dEntropy = new Float64Array(n);
     if (n === 0)
-      return { loss: 0, dLogp, dEntropy, metrics: { pg_loss: 0, clipfrac: 0, kl: 0, entropy: 0, ppo_kl: 0 } };
+      return { loss: 0, dLogp, dEntropy, metrics: { pg_loss: 0, clipfrac: 0, kl: 0, entropy: 0, ppo_kl: 0, ratio_dev: 0 } };
     let pg = 0;
     let clippedCount = 0;
     let kl = 0;
     let entropy = 0;
     let approxKl = 0;
+    let ratioDev = 0;
     const inv = 1 / n;
     for (let t = 0; t < n; t++) {
       const term = clippedPolicyTerm(stats.logp[t], inputs.oldLogp[t], inputs.advantages[t], o);
@@ -121,6 +122,7 @@ export function makePpoLoss(inputs: PpoTokenInputs, options: Partial<PpoLossOpti
       dEntropy[t] = -o.entropyCoef * inv;
       entropy += stats.entropy[t];
       approxKl += inputs.oldLogp[t] - stats.logp[t];
+      ratioDev += Math.abs(Math.exp(stats.logp[t] - inputs.oldLogp[t]) - 1);
     }
     const loss = (pg + o.klCoef * kl - o.entropyCoef * entropy) * inv;
     return {
@@ -133,6 +135,9 @@ export function makePpoLoss(inputs: PpoTokenInputs, options: Partial<PpoLossOpti
         kl: kl * inv,
         entropy: entropy * inv,
         ppo_kl: approxKl * inv,
+        // Mean |π/π_old − 1|: at an iteration's first mini-batch, how far the learner's log-probs
+        // are from the sampler's (dtype, kernels) before any step has moved the policy.
+        ratio_dev: ratioDev * inv,
       },
     };
   };

@@ -26,7 +26,7 @@ export interface ScoredTokens {
 
 export interface LearnerUpdateResult {
   loss: number;
-  /** The PPO loss's metrics: pg_loss, clipfrac, kl, entropy, ppo_kl (the torch learner adds worker_peak_rss_mb). */
+  /** The PPO loss's metrics: pg_loss, clipfrac, kl, entropy, ppo_kl, ratio_dev (the torch learner adds worker_peak_rss_mb). */
   metrics: Record<string, number>;
   gradNorm: number;
   lr: number;

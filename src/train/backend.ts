@@ -25,7 +25,7 @@ export interface TrainBackend {
   syncPolicy(iteration: number): Promise<void>;
   baseModel: { dir: string; sha256: string | null };
   /** Recorded in meta.json: what computed the model. */
-  describe: { backend: string; kernel: string };
+  describe: { backend: string; kernel: string; precision?: string };
   close(): Promise<void>;
 }
 
@@ -104,6 +104,7 @@ export async function torchBackend(
       describe: {
         backend: `torch-${t.device}-${t.dtype}${t.processes > 1 ? `-x${t.processes}` : ""}`,
         kernel: "torch",
+        precision: `${learner.info.architecture}, ${learner.info.precision}`,
       },
       close: () => learner.close(),
     };

@@ -139,7 +139,8 @@ export const TorchModelSchema = z
     path: z.string().min(1).nullable().default(null),
     /** The interpreter; null: MAGE_PYTHON, $MAGE_VENV/bin/python, the project's .venv, python3. */
     python: z.string().min(1).nullable().default(null),
-    dtype: z.enum(["float32", "bfloat16", "float16"]).default("float32"),
+    /** On a CPU, bfloat16 (and auto where the CPU has native bf16) keeps float32 weights and runs matrix products in bf16. */
+    dtype: z.enum(["float32", "bfloat16", "float16", "auto"]).default("float32"),
     device: z.string().regex(TORCH_DEVICE_PATTERN, "must be cpu, cuda or cuda:N").default("cpu"),
     /** Worker processes (FSDP data-parallel ranks under torchrun); 1: a plain process. */
     processes: z.number().int().positive().default(1),

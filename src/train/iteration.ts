@@ -181,6 +181,8 @@ async function update(
   }
   const metrics: Record<string, number> = {};
   for (const key of Object.keys(updates[0] ?? {})) metrics[key] = mean(updates.map((u) => u[key]));
+  // The first mini-batch is scored before any step: its ratio spread is the sampler/learner gap.
+  if (updates[0]?.ratio_dev !== undefined) metrics.ratio_dev_first = updates[0].ratio_dev;
   metrics.optimizer_steps = updates.length;
   metrics.update_ms = performance.now() - t1;
   metrics.scored_tokens = tb.oldLogp.length;

@@ -170,7 +170,7 @@ describe("embedded ↔ PyTorch worker parity (exported tiny model, float32, CPU)
       `loss ${ours.loss.toFixed(6)} vs ${theirs.loss.toFixed(6)}: relative ${lossRel.toExponential(2)}`,
     );
     assert.ok(lossRel < 1e-5, `PPO loss differs by ${lossRel} (relative)`);
-    for (const k of ["pg_loss", "kl", "entropy", "ppo_kl"]) {
+    for (const k of ["pg_loss", "kl", "entropy", "ppo_kl", "ratio_dev"]) {
       const a = ours.metrics[k];
       const b = theirs.metrics[k];
       assert.ok(Math.abs(a - b) <= 1e-5 * Math.max(1, Math.abs(a)), `${k}: ${a} vs ${b}`);

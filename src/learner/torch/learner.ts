@@ -53,6 +53,8 @@ export interface TorchModelInfo {
   parameters: number;
   trainableParameters: number;
   eosTokenIds: number[];
+  /** What the worker computes in, e.g. "float32 weights, bfloat16 matrix products (auto: …)". */
+  precision: string;
 }
 
 /** The reply of one `sft` step. */
@@ -171,6 +173,7 @@ export class TorchLearner implements TrainLearner {
         parameters: Number(h.parameters),
         trainableParameters: Number(h.trainableParameters),
         eosTokenIds: Array.isArray(h.eosTokenIds) ? (h.eosTokenIds as number[]) : [],
+        precision: typeof h.precision === "string" ? h.precision : String(t.dtype),
       };
       return new TorchLearner(worker, info, opts);
     } catch (err) {

@@ -409,7 +409,7 @@ async function openLearner(r: TorchRun, opts: TorchPretrainOptions, base: BaseMo
   const tuning = torch.lora ? `, LoRA rank ${torch.lora.rank}` : ", full fine-tuning";
   r.say(
     `${base.name} (${info.architecture}, ${info.parameters} parameters, ${info.trainableParameters} trainable` +
-      `${tuning}) on ${s.device} in ${s.dtype} (${seconds(performance.now() - t)})`,
+      `${tuning}) on ${s.device}, ${info.precision} (${seconds(performance.now() - t)})`,
   );
   return { learner, lora: torch.lora };
 }
