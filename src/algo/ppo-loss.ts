@@ -100,7 +100,12 @@ export function makePpoLoss(inputs: PpoTokenInputs, options: Partial<PpoLossOpti
     const dLogp = new Float64Array(n);
     const dEntropy = new Float64Array(n);
     if (n === 0)
-      return { loss: 0, dLogp, dEntropy, metrics: { pg_loss: 0, clipfrac: 0, kl: 0, entropy: 0, ppo_kl: 0, ratio_dev: 0 } };
+      return {
+        loss: 0,
+        dLogp,
+        dEntropy,
+        metrics: { pg_loss: 0, clipfrac: 0, kl: 0, entropy: 0, ppo_kl: 0, ratio_dev: 0 },
+      };
     let pg = 0;
     let clippedCount = 0;
     let kl = 0;

@@ -116,7 +116,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   let backend: TrainBackend;
   if (torch) {
     backend = await torchBackend(config, outDir, opts.torch ?? {});
-    if (backend.describe.precision) log(`torch worker on ${config.model.torch.device}: ${backend.describe.precision}`);
+    if (backend.describe.precision)
+      log(`torch worker on ${config.model.torch.device}: ${backend.describe.precision}`);
   } else {
     let baseDir = config.model.checkpoint;
     if (!baseDir) {
