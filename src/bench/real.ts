@@ -8,9 +8,12 @@
  *    llama.cpp (node-llama-cpp) on the same weights written as an F32 GGUF by fetch-model, with as
  *    many threads; median of 3 after a warm-up. Target: the worker (float32, hf) ≥ 0.5× llama.cpp.
  * 2. MAGE iterations on Kuhn as `configs/real-quickstart.yaml` trains them (16 trials × 3
- *    attempts, compact prompts, LoRA r16), through `mage train` itself: wall time per iteration
- *    and its split (the worker's generate, render, logprobs and update; the protocol; the rest is
- *    the trainer's own), and the worker's peak RSS. Target: ≤ 90 s per iteration. With
+ *    attempts, compact prompts, LoRA r16), through `mage train` itself, for float32 and bfloat16
+ *    with the HF and the lean decoder, and bfloat16 with LoRA on layers 20-29 only: wall time per
+ *    iteration and its split (the worker's generate, render, logprobs and update; the protocol;
+ *    the rest is the trainer's own), the first mini-batch's PPO ratio spread (mean |π/π_old − 1|:
+ *    the sampler's and the learner's log-probs apart) and the worker's peak RSS. Target: ≤ 25 s
+ *    per iteration (median). With
  *    MAGE_BENCH_REAL_BASELINE=DIR (another built checkout, e.g. a `git worktree` of an older
  *    commit) the same iterations run through that checkout's CLI and worker too, side by side;
  *    MAGE_BENCH_REAL_BASELINE_CONFIG names the config it reads instead of real-quickstart.yaml
@@ -128,12 +131,29 @@ async function samplingSection(threads: number): Promise<void> {
   }
 }
 
+/** The iteration variants measured side by side: the config's `--set`s (docs/measurements.md). */
+const VARIANTS: readonly { label: string; sets: readonly string[] }[] = [
+  { label: "float32 hf", sets: ["model.torch.dtype=float32", "model.torch.decoder=hf"] },
+  { label: "float32 lean", sets: ["model.torch.dtype=float32", "model.torch.decoder=lean"] },
+  { label: "bfloat16 hf", sets: ["model.torch.dtype=bfloat16", "model.torch.decoder=hf"] },
+  { label: "bfloat16 lean", sets: ["model.torch.dtype=bfloat16", "model.torch.decoder=lean"] },
+  {
+    label: "bfloat16 hf, LoRA 20-29",
+    sets: [
+      "model.torch.dtype=bfloat16",
+      "model.torch.decoder=hf",
+      `model.torch.lora.layers=[${Array.from({ length: 10 }, (_, i) => 20 + i).join(", ")}]`,
+    ],
+  },
+];
+
 /** Runs `mage train` of `checkout` on the real-quickstart config for `iterations`, returns metrics.jsonl's rows. */
 async function trainIterations(
   checkout: string,
   model: string,
   iterations: number,
   config = join(PACKAGE_ROOT, "configs/real-quickstart.yaml"),
+  sets: readonly string[] = [],
 ): Promise<Record<string, number>[]> {
   const out = await mkdtemp(join(tmpdir(), "mage-bench-real-"));
   const args = [
@@ -153,6 +173,7 @@ async function trainIterations(
     "eval.finalTrials=1",
     "--set",
     "eval.cells=[{opponent: intermediate, seat: first, unseen: false}]",
+    ...sets.flatMap((x) => ["--set", x]),
   ];
   try {
     const code = await new Promise<number>((done) => {
@@ -194,11 +215,18 @@ function printIterations(label: string, rows: readonly Record<string, number>[])
       m.worker_peak_rss_mb !== undefined
         ? `, worker peak RSS ${(m.worker_peak_rss_mb / 1024).toFixed(2)} GiB`
         : "";
+    const spread =
+      m.ratio_dev_first !== undefined ? `, first ratio spread ${m.ratio_dev_first.toFixed(4)}` : "";
     console.log(
       `  ${label} iteration ${m.iteration}: ${wall.toFixed(1)} s (${parts.join(", ")} s); ` +
-        `${m.scored_tokens ?? "?"} scored tokens, valid ${((m.valid_action ?? Number.NaN) * 100).toFixed(0)}%${rss}`,
+        `${m.scored_tokens ?? "?"} scored tokens, valid ${((m.valid_action ?? Number.NaN) * 100).toFixed(0)}%${spread}${rss}`,
     );
   }
+}
+
+/** Each iteration's own wall seconds (metrics.jsonl keeps the run's cumulative wall time). */
+function iterationWalls(rows: readonly Record<string, number>[]): number[] {
+  return rows.map((m, i) => m.wall_s - (i > 0 ? rows[i - 1].wall_s : 0));
 }
 
 async function iterationSection(): Promise<void> {
@@ -208,7 +236,13 @@ async function iterationSection(): Promise<void> {
   console.log(
     `\n2. MAGE iterations on Kuhn (configs/real-quickstart.yaml, model ${model}; target ≤ 90 s each):`,
   );
-  printIterations("this checkout", await trainIterations(PACKAGE_ROOT, model, iterations));
+  const walls: string[] = [];
+  for (const v of VARIANTS) {
+    const rows = await trainIterations(PACKAGE_ROOT, model, iterations, undefined, v.sets);
+    printIterations(v.label, rows);
+    walls.push(`${v.label} ${median(iterationWalls(rows)).toFixed(1)} s`);
+  }
+  console.log(`  median iteration: ${walls.join("; ")} (target ≤ 25 s)`);
   const baseline = process.env.MAGE_BENCH_REAL_BASELINE;
   if (baseline)
     printIterations(
