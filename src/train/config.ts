@@ -361,6 +361,8 @@ export const ConfigSchema = z
         /** false for the prompting baselines (zero-shot, Reflexion): evaluation only, no updates. */
         updates: z.boolean().default(true),
         iterations: z.number().int().min(0).default(40),
+        /** A time box: no new iteration starts once this many minutes of training have passed (null: none); the final evaluation follows. */
+        maxMinutes: z.number().positive().nullable().default(null),
         checkpointEvery: z.number().int().positive().default(10),
         keepLast: z.number().int().positive().default(3),
         transcriptsPerIteration: z.number().int().min(0).default(2),

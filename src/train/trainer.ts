@@ -61,7 +61,7 @@ export interface TrainResult {
  * into one.
  */
 const RESUMABLE_CHANGES =
-  /^(train\.iterations|train\.checkpointEvery|eval(\..*)?|model\.kernels|model\.torch\.rolloutUrl|model\.torch\.processes)$/;
+  /^(train\.iterations|train\.maxMinutes|train\.checkpointEvery|eval(\..*)?|model\.kernels|model\.torch\.rolloutUrl|model\.torch\.processes)$/;
 
 function refuseChangedConfig(outDir: string, config: MageConfig): void {
   const file = join(outDir, "config.yaml");
@@ -82,7 +82,7 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
     `run directory ${outDir} was started with another config, so --resume would mix two runs:\n  ` +
       `${diff.join("\n  ")}\n` +
       "Restore those settings to continue it, or choose a new --out. (A resumed run may change " +
-      "train.iterations, train.checkpointEvery, eval, logging, model.kernels, model.torch.python, " +
+      "train.iterations, train.maxMinutes, train.checkpointEvery, eval, logging, model.kernels, model.torch.python, " +
       "model.torch.timeoutSeconds, model.torch.prefixCacheMB, model.torch.rolloutUrl and model.torch.processes.)",
   );
 }
@@ -187,7 +187,6 @@ async function trainWith(opts: TrainOptions, ctx: RunContext): Promise<TrainResu
   await backend.syncPolicy(startIteration);
   const runEval = runEvaluator({ config, task, maxTurns, backend, progress: opts.progress !== false });
   const identity: RunIdentity = { config, meta: ctx.meta, baseModel: backend.baseModel };
-  const total = config.train.iterations;
 
   if (startIteration === 0 && config.eval.atStart) {
     const snap = await runEval(0, config.eval.trials);
@@ -209,7 +208,7 @@ async function trainWith(opts: TrainOptions, ctx: RunContext): Promise<TrainResu
   const final = await finalEvaluation({
     config,
     outDir,
-    total,
+    total: loop.done,
     runEval,
     progress,
     identity,
@@ -289,12 +288,24 @@ async function trainIterations(
     ranHere += 1;
     if (opts.crashAfterIterations !== undefined && ranHere >= opts.crashAfterIterations)
       return { done, stopped: true, crashed: progress.summary(run.identity, null, done) };
-    if (done % config.train.checkpointEvery === 0 || done === total || newBest)
+    const timeUp = done < total && timeBoxReached(config, progress);
+    if (done % config.train.checkpointEvery === 0 || done === total || newBest || timeUp)
       await saveRunCheckpoint(outDir, config, backend, progress, done);
     await writeSummary(join(outDir, "summary.json"), progress.summary(run.identity, null, done));
+    if (timeUp) {
+      bar?.finish();
+      ctx.log(`train.maxMinutes (${config.train.maxMinutes}) reached after ${done} of ${total} iterations`);
+      return { done, stopped: false, crashed: null };
+    }
   }
   bar?.finish();
   return { done: total, stopped: false, crashed: null };
+}
+
+/** Whether `train.maxMinutes` of training wall time (resumed runs included) have passed. */
+function timeBoxReached(config: MageConfig, progress: RunProgress): boolean {
+  const box = config.train.maxMinutes;
+  return box !== null && progress.wall() >= box * 60;
 }
 
 /** The evaluation every `eval.every` iterations (none after the last: the final one follows); true when it is the best so far. */
