@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The prepared GPU check: the worker's tests on CUDA, SmolLM2 log-probs CUDA vs CPU (float32),
-# bf16 LoRA generate/update throughput, and 5 MAGE iterations on Kuhn (8 compact trials each) through the TypeScript
-# trainer (when node and dist/ are there); one summary at the end, also written as JSON to
+# bf16 LoRA generate/update throughput, 5 MAGE iterations on Kuhn (16 compact trials each) through the TypeScript
+# trainer (when node and dist/ are there), and with the time left the paper-shaped run
+# (configs/experiments/kuhn-gpu-paper.yaml: warm start, MAGE and GRPO, 64 trials x 3 attempts, vs CFR); one summary at the end, also written as JSON to
 # --out FILE, else $OUT/gpu-check.json when $OUT is set, else ./gpu-check.json. Step logs go to
 # gpu-check-logs/ next to the JSON. Exit status 0 when every step passed or was skipped with a
 # reason, 1 when one failed.

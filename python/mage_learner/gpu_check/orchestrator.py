@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import Context, FULL, LORA_RANK, OPTIONAL_PACKAGES, PIN_MODULE, QUICK, StepResult, TINY, TRAIN_CONFIG
+from .paper import run_paper
 from .steps import train_dtype
 
 
@@ -265,7 +266,7 @@ def model_step(ctx: Context, name: str, cap: float) -> StepResult:
 
 
 # Caps in seconds per step at full size; all of them also stop at the run's overall deadline.
-CAPS = {"env": 60.0, "pytest": 150.0, "decoder": 120.0, "logprobs": 60.0, "lora": 90.0, "train": 300.0}
+CAPS = {"env": 60.0, "pytest": 150.0, "decoder": 120.0, "logprobs": 60.0, "lora": 90.0, "train": 300.0, "paper": 900.0}
 
 
 def run_steps(ctx: Context, requested_model: str) -> list[StepResult]:
@@ -286,7 +287,19 @@ def run_steps(ctx: Context, requested_model: str) -> list[StepResult]:
     timed_step("logprobs", lambda: model_step(ctx, "logprobs", CAPS["logprobs"]))
     timed_step("lora", lambda: model_step(ctx, "lora", CAPS["lora"]))
     timed_step("train", lambda: run_train(ctx, CAPS["train"]))
+    timed_step("paper", lambda: paper_step(ctx, CAPS["paper"]))
     return steps
+
+
+def paper_step(ctx: Context, cap: float) -> StepResult:
+    if ctx.model is None:
+        return StepResult("paper", "skipped", reason=ctx.model_note)
+    if shutil.which("node") is None:
+        return StepResult("paper", "skipped", reason="node is not on PATH: the TypeScript trainer cannot run here")
+    limit = step_budget(ctx, cap)
+    if limit < 30:
+        return no_time("paper")
+    return run_paper(ctx, limit, run_logged, finish)
 
 
 def summary_of(ctx: Context, steps: list[StepResult], wall: float) -> dict[str, Any]:
