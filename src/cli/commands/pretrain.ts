@@ -24,7 +24,7 @@ import type { Command } from "../command.js";
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
   "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
-  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] [--threads N] [--prefix-cache-mb N] [--eval-batch N] [--checkpoint-seconds S] [--resume] [--json]\n" +
+  "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16|auto] [--threads N] [--prefix-cache-mb N] [--eval-batch N] [--checkpoint-seconds S] [--resume] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
   "  --resume (torch): a warm start in --out cut off during its SFT goes on from its last SFT checkpoint\n" +

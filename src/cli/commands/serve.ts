@@ -16,7 +16,7 @@ import { openServeModel } from "../serve-model.js";
 const USAGE =
   "mage serve --checkpoint DIR | --model DIR [--host 127.0.0.1] [--port 8000] [--api-key-env NAME] " +
   "[--max-concurrent N] [--max-tokens N] [--model-name NAME] [--kernels auto|js|wasm|native] " +
-  "[--threads N] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16] " +
+  "[--threads N] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16|auto] " +
   "[--max-batch N] [--batch-window-ms MS] [--batch-max-wait-ms MS] [--max-body-bytes N] [--seed S] [--quiet]";
 
 export interface ServeCliResult {

@@ -13,7 +13,7 @@ import type { SftSummary } from "./sft.js";
 export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
 export type TorchPretrainGame = (typeof TORCH_PRETRAIN_GAMES)[number];
 
-export const TORCH_DTYPES = ["float32", "bfloat16", "float16"] as const;
+export const TORCH_DTYPES = ["float32", "bfloat16", "float16", "auto"] as const;
 
 export interface TorchPretrainSettings {
   steps: number;
