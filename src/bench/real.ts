@@ -163,6 +163,7 @@ async function trainIterations(
     config,
     "--out",
     out,
+    "--no-progress",
     "--set",
     `model.torch.path=${resolve(model)}`,
     "--set",
@@ -234,7 +235,7 @@ async function iterationSection(): Promise<void> {
     process.env.MAGE_BENCH_REAL_MODEL ?? (existsSync(join(WARM, "model.safetensors")) ? WARM : BASE);
   const iterations = Number(process.env.MAGE_BENCH_REAL_ITERATIONS ?? 2);
   console.log(
-    `\n2. MAGE iterations on Kuhn (configs/real-quickstart.yaml, model ${model}; target ≤ 90 s each):`,
+    `\n2. MAGE iterations on Kuhn (configs/real-quickstart.yaml, model ${model}; target ≤ 25 s median):`,
   );
   const walls: string[] = [];
   for (const v of VARIANTS) {
