@@ -138,3 +138,14 @@ def test_the_split_table_is_the_engines(envs: dict[str, SwEnv]) -> None:
             for split, got in (("train", iface.getVariationsTrain()), ("dev", iface.getVariationsDev()),
                                ("test", iface.getVariationsTest())):
                 assert list(got) == list(range(TASKS[task][split][0], TASKS[task][split][1] + 1))
+
+
+def test_the_expert_over_http(client: Client) -> None:
+    sid = _create(client, "sw-find-living-thing", 4)["session"]
+    seq, reply = 0, {"done": False}
+    while not reply["done"]:
+        action = client.ok("/expert", {"session": sid, "memory": []})["action"]
+        assert isinstance(action, str)
+        seq += 1
+        reply = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
+    assert reply["won"] and reply["score"] == 1.0 and reply["reward"] > 0

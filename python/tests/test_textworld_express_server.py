@@ -201,3 +201,31 @@ def test_other_games_follow_the_gold_path_to_a_win(envs: dict[str, TwxEnv], env:
     s.restart()
     s.step(f"<action>{s.legal[0] if s.legal[0] != s.gold()[0] else s.legal[1]}</action>")
     assert s.expert([]) == {"action": None, "facts": []}  # off the gold path: nothing to suggest
+
+
+def _follow_http(client: Client, sid: str, memory: list[str], seq: int) -> tuple[dict[str, Any], int, int]:
+    """Plays `/expert`'s actions over HTTP until the attempt ends; (last reply, steps, last seq)."""
+    steps, reply = 0, {"done": False}
+    while not reply["done"]:
+        action = client.ok("/expert", {"session": sid, "memory": memory})["action"]
+        assert action is not None
+        seq += 1
+        reply = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
+        assert reply["valid"]
+        steps += 1
+    return reply, steps, seq
+
+
+def test_the_expert_over_http_a_failed_attempt_then_a_shorter_one(client: Client) -> None:
+    assert all(e["expert"] for e in client.ok("/info", None)["environments"] if e["name"].startswith("twx-"))
+    fresh = _create(client, "twx-coin", 5)
+    won, fresh_steps, _ = _follow_http(client, fresh["session"], [], 0)
+    assert won["won"] and won["reward"] == 10.0 and fresh_steps >= 6
+    sid = _create(client, "twx-coin", 5, maxSteps=fresh_steps - 2)["session"]
+    lost, _, seq = _follow_http(client, sid, [], 0)
+    assert not lost["won"]
+    facts = client.ok("/expert", {"session": sid, "memory": []})["facts"]
+    assert client.ok("/expert", {"session": sid, "memory": facts})["action"] is None  # over: nothing to suggest
+    client.ok("/restart", {"session": sid, "seq": seq + 1})
+    again, steps, _ = _follow_http(client, sid, facts, seq + 1)
+    assert again["won"] and steps < fresh_steps
