@@ -11,7 +11,8 @@ Rooms searched in earlier attempts without the coin are not searched again.
 
 Facts it hands on are sentences a model can read and the expert can parse again:
 "The kitchen's north door leads to the pantry.", "The kitchen's east exit leads to the corridor.",
-"The coin was in the pantry.", "The coin was not in the kitchen.".
+"The coin was in the pantry.", "The coin was not in the kitchen.", "The corridor's north door was not
+opened." (an exit still to explore).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _OPENED = re.compile(r"You open the (.+?) door, revealing the (.+?)\.")
 _FACT_LINK = re.compile(r"The (.+?)'s (north|south|east|west) (door|exit) leads to the (.+?)\.")
 _FACT_COIN = re.compile(r"The coin was in the (.+?)\.")
 _FACT_EMPTY = re.compile(r"The coin was not in the (.+?)\.")
+_FACT_UNOPENED = re.compile(r"The (.+?)'s (north|south|east|west) door was not opened\.")
 
 
 @dataclass
@@ -68,6 +70,7 @@ class CoinMap:
     searched: list[str] = field(default_factory=list)  # rooms seen without the coin, in order
     coin: str | None = None
     here: str | None = None
+    looked: set[str] = field(default_factory=set)  # rooms whose description this attempt has read
 
     def link(self, room: str, d: str, dest: str) -> None:
         for a, way, b in ((room, d, dest), (dest, OPPOSITE[d], room)):
@@ -78,6 +81,7 @@ class CoinMap:
 
     def enter(self, look: Look) -> None:
         self.here = look.room
+        self.looked.add(look.room)
         ways = self.exits.setdefault(look.room, {})
         for d, (dest, door, closed) in look.exits.items():
             ways.setdefault(d, None)
@@ -120,6 +124,9 @@ class CoinMap:
                 self.coin = m.group(1)
             elif (m := _FACT_EMPTY.fullmatch(fact.strip())) and m.group(1) not in self.searched:
                 self.searched.append(m.group(1))
+            elif m := _FACT_UNOPENED.fullmatch(fact.strip()):
+                self.doors.add((m.group(1), m.group(2)))
+                self.exits.setdefault(m.group(1), {}).setdefault(m.group(2), None)
 
     def facts(self) -> list[str]:
         out = [
@@ -129,6 +136,8 @@ class CoinMap:
         if self.coin:
             out.append(f"The coin was in the {self.coin}.")
         out += [f"The coin was not in the {room}." for room in self.searched]
+        out += [f"The {room}'s {d} door was not opened." for room, ways in self.exits.items()
+                for d in DIRECTIONS if d in ways and ways[d] is None and (room, d) in self.doors]
         return out
 
     def _route(self, goal: str | None) -> list[str] | None:
@@ -170,6 +179,11 @@ class CoinMap:
         route = self._route(self.coin) if self.coin and self.coin != self.here else None
         if route is None:
             route = self._route(None)
+        if route is None:  # remembered rooms whose exits this attempt has not read: go and look
+            for room in sorted(set(self.exits) - self.looked):
+                route = self._route(room)
+                if route:
+                    break
         if not route:
             return None
         d = route[0]

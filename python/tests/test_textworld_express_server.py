@@ -229,3 +229,13 @@ def test_the_expert_over_http_a_failed_attempt_then_a_shorter_one(client: Client
     client.ok("/restart", {"session": sid, "seq": seq + 1})
     again, steps, _ = _follow_http(client, sid, facts, seq + 1)
     assert again["won"] and steps < fresh_steps
+
+
+def test_memory_of_a_room_whose_doors_were_not_opened_still_leads_on(envs: dict[str, TwxEnv]) -> None:
+    """Seed 3, 6 rooms: attempt 1 stops in the corridor before opening its doors; attempt 2 must go back
+    there (its exits are known only from the facts) rather than give up."""
+    failed = _session(envs["twx-coin"], 3, numLocations=6, maxSteps=4)
+    assert _follow(failed, []) is None
+    facts = failed.expert([])["facts"]
+    assert any(f.endswith("door was not opened.") for f in facts), facts
+    assert _follow(_session(envs["twx-coin"], 3, numLocations=6), facts) is not None
