@@ -4,6 +4,7 @@ adapters, and the valid-action rate of a random policy over what the prompt show
 
     python -m mage_envs.text_env_bench --env twx-coin [--steps 2000] [--config '{"numLocations": 6}']
     python -m mage_envs.text_env_bench --env sw-boil --steps 300 [--stock 50] [--in-list 200]
+    python -m mage_envs.text_env_bench --coin-expert 100 --locations 6
 
 The server runs as its own process (`python -m mage_envs.<adapter> --port 0`); one client session
 plays a seeded random policy, restarting each finished attempt, on seeds of the train split. The
@@ -154,9 +155,61 @@ def in_valid_list(task: str, steps: int, seed: int) -> None:
           f"{listed / steps:.1%} in its valid-action list")
 
 
+def coin_expert(seeds: int, locations: int) -> None:
+    """The coin expert on train seeds 0..seeds-1 (in-process): from the start, with a winning attempt's
+    facts, and with the facts of an attempt cut at half the steps the expert needed."""
+    from .protocol import CreateArgs
+    from .textworld_express_server import TwxSession, environments
+
+    env = environments(["coin"])[0]
+
+    def session(seed: int, **config: Any) -> TwxSession:
+        cfg = {k: v["default"] for k, v in env.describe()["config"].items()} | {"numLocations": locations} | config
+        s = env.create(CreateArgs(cfg, seed, 0, None, None))
+        assert isinstance(s, TwxSession)
+        return s
+
+    def follow(s: TwxSession, memory: list[str]) -> int | None:
+        while not s.done:
+            action = s.expert(memory)["action"]
+            if action is None:
+                return None
+            s.step(f"<action>{action}</action>")
+        return s.steps if s.won else None
+
+    fresh: list[int] = []
+    gold: list[int] = []
+    informed: list[int | None] = []
+    halves: list[tuple[int, int | None]] = []
+    for seed in range(seeds):
+        s = session(seed)
+        n = follow(s, [])
+        if n is None:
+            continue
+        fresh.append(n)
+        gold.append(len(s.gold()))
+        informed.append(follow(session(seed), s.expert([])["facts"]))
+        if n >= 4:
+            cut = session(seed, maxSteps=n // 2)
+            follow(cut, [])
+            halves.append((n, follow(session(seed), cut.expert([])["facts"])))
+    won_after = [b for _, b in halves if b is not None]
+    print(f"coin, numLocations={locations}: the expert won {len(fresh)}/{seeds} train seeds from the start, "
+          f"{statistics.mean(fresh):.1f} steps on average (median {statistics.median(fresh)}, max {max(fresh)}); "
+          f"TextWorldExpress's gold paths {statistics.mean(gold):.1f}; with the winning attempt's facts "
+          f"{statistics.mean(x for x in informed if x is not None):.1f} steps ({sum(x is not None for x in informed)} won); "
+          f"with the facts of an attempt cut at half its steps ({len(halves)} seeds needing >= 4): "
+          f"{statistics.mean(a for a, _ in halves):.1f} -> {statistics.mean(won_after):.1f} steps "
+          f"({len(won_after)} won; shorter on {sum(b is not None and b < a for a, b in halves)}, "
+          f"longer on {sum(b is not None and b > a for a, b in halves)})")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mage_envs.text_env_bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--env", required=True, help="an environment name: twx-<game> or sw-<task>")
+    ap.add_argument("--coin-expert", type=int, default=0, metavar="SEEDS",
+                    help="instead: the coin expert on train seeds 0..SEEDS-1 (with --locations)")
+    ap.add_argument("--locations", type=int, default=11)
+    ap.add_argument("--env", default=None, help="an environment name: twx-<game> or sw-<task>")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--config", default="{}", help="the /create config as JSON")
     ap.add_argument("--seed", type=int, default=0, help="the random policy's seed")
@@ -164,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="ScienceWorld: also check N random picks against the engine's valid-action list")
     ap.add_argument("--stock", type=int, default=0, metavar="N", help="ScienceWorld: also time N stock steps")
     a = ap.parse_args(argv)
+    if a.coin_expert:
+        coin_expert(a.coin_expert, a.locations)
+        return 0
+    if a.env is None:
+        ap.error("--env is required")
     bench(a.env, a.steps, json.loads(a.config), a.seed)
     if a.stock and a.env.startswith("sw-"):
         stock(a.env[3:], a.stock, a.seed)
