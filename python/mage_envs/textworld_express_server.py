@@ -105,6 +105,18 @@ GAMES: dict[str, Game] = {
 }
 
 
+def compact_room(text: str) -> str:
+    """`You are in the kitchen. <furniture…> \n<exits>` → `You are in the kitchen. <coin sentence>\n<exits>`;
+    other texts as they are."""
+    lines = text.split("\n")
+    head = lines[0]
+    if not head.startswith("You are in the ") or ". " not in head:
+        return text
+    sentences = head.split(". ")
+    kept = [sentences[0] + "."] + [f"{x.rstrip('.')}." for x in sentences[1:] if " coin" in x]
+    return "\n".join([" ".join(kept)] + lines[1:])
+
+
 class TwxEngine:
     """The JVM and its one game interface, with the session whose game it holds."""
 
@@ -225,6 +237,10 @@ class TwxSession(Session):
         }
 
     def _compact(self, text: str) -> str:
+        """The compact prompts' observation: the coin collector's room descriptions without their
+        furniture (the room, the coin when it is there, the exits), then the valid actions."""
+        if self.game.name == "coin":
+            text = compact_room(text)
         return text if self.done else f"{text}\nActions: {', '.join(self.legal)}."
 
     def state(self) -> Json:

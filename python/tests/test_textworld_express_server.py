@@ -239,3 +239,11 @@ def test_memory_of_a_room_whose_doors_were_not_opened_still_leads_on(envs: dict[
     facts = failed.expert([])["facts"]
     assert any(f.endswith("door was not opened.") for f in facts), facts
     assert _follow(_session(envs["twx-coin"], 3, numLocations=6), facts) is not None
+
+
+def test_compact_coin_observations_drop_the_furniture(client: Client) -> None:
+    created = _create(client, "twx-coin", 3, numLocations=6, includeDoors=False)  # the coin is in the kitchen
+    compact = created["compactObservation"]
+    assert compact.startswith("You are in the kitchen. ") and "coin" in compact and "stove" not in compact
+    assert "To the North you see the pantry." in compact and compact.endswith(f"Actions: {', '.join(created['legalActions'])}.")
+    assert "stove" in created["observation"]
