@@ -27,9 +27,10 @@ def java_missing() -> str | None:
 class Jvm:
     """A lazily started JVM running one jar, with a lock that serialises calls into it."""
 
-    def __init__(self, jar: str, cwd: str):
+    def __init__(self, jar: str, cwd: str, options: tuple[str, ...] = ()):
         self.jar = jar
         self.cwd = cwd
+        self.options = list(options)
         self.lock = threading.RLock()
         self._gateway: JavaGateway | None = None
 
@@ -40,7 +41,8 @@ class Jvm:
             why = java_missing()
             if why:
                 raise RuntimeError(why)
-            port, proc = launch_gateway(classpath=self.jar, die_on_exit=True, cwd=self.cwd, return_proc=True)
+            port, proc = launch_gateway(classpath=self.jar, die_on_exit=True, cwd=self.cwd, javaopts=self.options,
+                                        return_proc=True)
             self._gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_field=True), java_process=proc)
         return self._gateway.jvm
 

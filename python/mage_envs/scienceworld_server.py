@@ -17,17 +17,25 @@ through the stock Python class) is never built: `legalActions` is not served, an
 engine cannot parse ("No known action matches that input.") is an invalid step that changes
 nothing (the engine does not count it as a move). `reset task` is refused.
 
-Determinism: ScienceWorld's JVM can list a container's contents in another order from one run to
-the next, so the adapter sorts every list in the text (`canonical`: the tab-indented lines of a
-room description and the items of each `(containing …)`). Each session has its own engine
-interface in one shared JVM (`jvm.py`); interleaved sessions read exactly as sessions played
-alone (a test checks it). `/restart` reloads the task's variation.
+Determinism, three measures. (1) ScienceWorld's JVM lists a container's contents in another order
+from one run to the next, so the adapter sorts every list in the text (`canonical`: the tab-indented
+lines of a room description and the items of each `(containing …)`). (2) Its simulation iterates
+hash sets keyed by the objects' identity hash codes, which HotSpot draws from per-thread random
+generators: after other games had run in the same JVM, the same commands gave other temperatures
+(use-thermometer: 45 vs 47 degrees) and bulb states (test-conductivity). The JVMs run with
+`-XX:hashCode=2` (every identity hash equal, so those sets iterate in insertion order). (3) Other
+worlds alive in the same JVM changed what the parser accepted (`focus on substance in metal pot`
+parsed in one rollout and not in another), so a JVM holds one world at a time, as for
+TextWorldExpress: a session that finds another one's world loaded loads its variation again and
+replays its commands (`SwEngine.bind`, about 0.1-0.4 s plus 20 ms a command), and `--jvms N`
+(default 2) JVMs share the sessions. `/restart` reloads the task's variation.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -104,40 +112,98 @@ def canonical(text: str) -> str:
     return "\n".join(out[:-1])
 
 
+# Identity hash codes all equal (HotSpot's experimental mode 2): ScienceWorld's simulation iterates
+# hash sets of objects keyed by identity, so with the default per-thread random hash codes the same
+# actions gave other temperatures and circuit states after other games had run in the JVM.
+JVM_OPTIONS = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
+
+
+class SwEngine:
+    """One JVM holding one world at a time, and the session whose world it is (see the module doc)."""
+
+    def __init__(self, jvm: Jvm):
+        self.jvm = jvm
+        self.lock = jvm.lock
+        self._iface: Any = None
+        self.owner: SwSession | None = None
+
+    def iface(self) -> Any:
+        if self._iface is None:
+            self._iface = self.jvm.jvm.scienceworld.runtime.pythonapi.PythonInterface()
+        return self._iface
+
+    def bind(self, session: SwSession) -> Any:
+        """The interface holding `session`'s world as the session last saw it: when another session's
+        world is loaded, the session's variation is loaded again and its commands replayed (checked
+        against the text it last read); under `lock`."""
+        if self.owner is not session:
+            iface = self.iface()
+            text = session.load(iface)
+            for command in session.actions:
+                text = str(iface.step(command))
+            self.owner = session
+            if canonical(text) != session.engine_text:
+                raise RuntimeError(f"replaying {session.task} variation {session.variation} gave another text")
+        return self.iface()
+
+
+class SwPool:
+    """`--jvms` engines; each new session goes to the next one in turn."""
+
+    def __init__(self, size: int):
+        self.engines = [SwEngine(Jvm(JAR_PATH, BASEPATH, JVM_OPTIONS)) for _ in range(size)]
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def pick(self) -> SwEngine:
+        with self._lock:
+            engine = self.engines[self._next % len(self.engines)]
+            self._next += 1
+            return engine
+
+
 class SwSession(Session):
     def __init__(self, env: SwEnv, args: CreateArgs):
         self.env = env
+        self.engine = env.pool.pick()
         self.task = env.task
         self.variation = args.seed
         self.split = str(args.config["split"])
         self.max_steps = int(args.config["maxSteps"])
         self.simplifications = ",".join(k for k in SIMPLIFICATIONS if args.config[k])
         self._gold: list[str] | None = None
-        with env.engine.lock:
-            self.iface = env.engine.jvm.scienceworld.runtime.pythonapi.PythonInterface()
-            self.templates = sorted(t for t in map(str, self._loaded().getPossibleActions()) if t != "reset task")
-            self.goal = str(self.iface.freeActionTaskDesc()).replace("Task Description:", "").strip()
+        with self.engine.lock:
+            iface = self._restart()
+            self.templates = sorted(t for t in map(str, iface.getPossibleActions()) if t != "reset task")
+            self.goal = str(iface.freeActionTaskDesc()).replace("Task Description:", "").strip()
         self.initial_observation = self.observation
         self.fingerprint = fingerprint("scienceworld", self.task, str(self.variation), self.simplifications,
                                        self.observation)
 
-    def _loaded(self) -> Any:
-        """The session's task and variation loaded and reset, the first look taken (as ScienceWorld's own
-        `reset` does); under the engine's lock."""
-        self.iface.load(self.task, self.variation, self.simplifications, False)
-        self.iface.reset()
-        self._read(str(self.iface.step("look around")))
+    def load(self, iface: Any) -> str:
+        """Loads the session's task and variation on `iface` and takes the first look (as ScienceWorld's
+        own `reset` does); its text. Under the engine's lock."""
+        iface.load(self.task, self.variation, self.simplifications, False)
+        iface.reset()
+        return str(iface.step("look around"))
+
+    def _restart(self) -> Any:
+        """The initial state, on this session's engine; under its lock."""
+        iface = self.engine.iface()
+        text = self.load(iface)
+        self.engine.owner = self
+        self._read(iface, text)
         self.steps = 0
         self.score = 0.0
         self.completed = False
         self.actions: list[str] = []
         self.looks: dict[str, str] = {}
         self._note_look(self.engine_text)
-        return self.iface
+        return iface
 
-    def _read(self, text: str) -> None:
+    def _read(self, iface: Any, text: str) -> None:
         self.engine_text = canonical(text)
-        objects = sorted(set(map(str, self.iface.getPossibleObjects())))
+        objects = sorted(set(map(str, iface.getPossibleObjects())))
         self.observation = f"{self.engine_text}\nObjects in view: {', '.join(objects)}."
 
     def _note_look(self, text: str) -> None:
@@ -147,8 +213,8 @@ class SwSession(Session):
             self.looks[m.group(1)] = ", ".join(i for i in items if i not in ("the agent", "a substance called air"))
 
     def restart(self) -> None:
-        with self.env.engine.lock:
-            self._loaded()
+        with self.engine.lock:
+            self._restart()
 
     @property
     def won(self) -> bool:
@@ -202,15 +268,16 @@ class SwSession(Session):
         if command is not None and command.lower() == "reset task":
             command, reason = None, "`reset task` is not allowed"
         if command is not None:
-            with self.env.engine.lock:
-                text = str(self.iface.step(command))
+            with self.engine.lock:
+                iface = self.engine.bind(self)
+                text = str(iface.step(command))
                 if text.strip() == UNKNOWN:
                     reason = f'"{command[:80]}" is not a command ScienceWorld understands'
                     command = None
                 else:
-                    self._read(text)
-                    score = float(self.iface.getScore())
-                    self.completed = bool(self.iface.getCompleted())
+                    self._read(iface, text)
+                    score = float(iface.getScore())
+                    self.completed = bool(iface.getCompleted())
         if command is None:
             return invalid_step(self.observation, self.observation, reason, content, [], None)
         self.actions.append(command)
@@ -250,20 +317,21 @@ class SwSession(Session):
         return {"action": gold[len(self.actions)] if on_path and not self.done else None, "facts": facts}
 
     def gold(self) -> list[str]:
-        """The engine's gold path for this variation, generated once on a separate interface (ScienceWorld
-        draws a new one on every load)."""
+        """The engine's gold path for this variation, generated once (ScienceWorld draws a new one on every
+        load); the session's world is replayed after."""
         if self._gold is None:
-            with self.env.engine.lock:
-                helper = self.env.engine.jvm.scienceworld.runtime.pythonapi.PythonInterface()
-                helper.load(self.task, self.variation, self.simplifications, True)
-                self._gold = [str(a) for a in helper.getGoldActionSequence()]
+            with self.engine.lock:
+                iface = self.engine.iface()
+                self.engine.owner = None
+                iface.load(self.task, self.variation, self.simplifications, True)
+                self._gold = [str(a) for a in iface.getGoldActionSequence()]
         return self._gold
 
 
 class SwEnv(Environment):
-    def __init__(self, task: str, engine: Jvm):
+    def __init__(self, task: str, pool: SwPool):
         self.task = task
-        self.engine = engine
+        self.pool = pool
         self.name = f"sw-{task}"
         self.splits = {s: (int(TASKS[task][s][0]), int(TASKS[task][s][1])) for s in SPLITS}
 
@@ -300,22 +368,24 @@ class SwEnv(Environment):
         return SwSession(self, args)
 
 
-def environments(names: list[str] | None = None, engine: Jvm | None = None) -> list[SwEnv]:
-    jvm = engine or Jvm(JAR_PATH, BASEPATH)
+def environments(names: list[str] | None = None, jvms: int = 1) -> list[SwEnv]:
+    pool = SwPool(jvms)
     chosen = names or list(TASKS)
     unknown = [n for n in chosen if n not in TASKS]
     if unknown:
         raise SystemExit(f"--tasks: unknown {', '.join(unknown)}; valid: {', '.join(TASKS)}")
-    return [SwEnv(n, jvm) for n in chosen]
+    return [SwEnv(n, pool) for n in chosen]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argument_parser("python -m mage_envs.scienceworld_server", __doc__.split("\n\n")[0], default_port=8770)
     ap.add_argument("--tasks", default=None, help="comma-separated subset of ScienceWorld's task names (default: all 30)")
+    ap.add_argument("--jvms", type=int, default=2,
+                    help="JVMs, each holding one world at a time (sessions are spread over them; default 2)")
     # A create loads a task in the JVM (0.1-0.5 s warm, several seconds for the first) under one lock.
     ap.set_defaults(time_budget_ms=60_000)
     a = ap.parse_args(argv)
-    envs = environments(a.tasks.split(",") if a.tasks else None)
+    envs = environments(a.tasks.split(",") if a.tasks else None, max(1, a.jvms))
     return serve_from_args(a, list(envs), "mage_envs.scienceworld_server 0.1.0")
 
 

@@ -44,9 +44,9 @@ class Http:
         return reply
 
 
-def start(env: str) -> tuple[subprocess.Popen[str], int]:
+def start(env: str, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen[str], int]:
     module = "mage_envs.scienceworld_server" if env.startswith("sw-") else "mage_envs.textworld_express_server"
-    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0", *extra], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
@@ -69,40 +69,44 @@ def templates_of(rules: str) -> list[str]:
     return m.group(1).split(", ") if m else []
 
 
-def bench(env: str, steps: int, config: dict[str, Any], seed: int) -> None:
-    proc, port = start(env)
+def bench(env: str, steps: int, config: dict[str, Any], seed: int, sessions: int = 1, jvms: int = 0) -> None:
+    proc, port = start(env, ("--jvms", str(jvms)) if jvms else ())
     try:
         http = Http(port)
         rng = random.Random(seed)
         t0 = time.perf_counter()
-        created = http.post("/create", {"env": env, "seed": 1, "config": config})
-        create_ms = (time.perf_counter() - t0) * 1000
-        sid, state, seq = created["session"], created, 0
-        templates = templates_of(created["prompt"]["rules"])
+        created = [http.post("/create", {"env": env, "seed": 1 + i, "config": config}) for i in range(sessions)]
+        create_ms = (time.perf_counter() - t0) * 1000 / sessions
+        templates = templates_of(created[0]["prompt"]["rules"])
+        live = [{"sid": c["session"], "state": c, "seq": 0} for c in created]
         step_ms: list[float] = []
         restart_ms: list[float] = []
         valid = won = attempts = 0
+        turn = 0
         while len(step_ms) < steps:
+            s = live[turn % sessions]  # the sessions take turns, as concurrent trials do
+            turn += 1
+            state = s["state"]
+            s["seq"] += 1
             if state["done"]:
                 attempts += 1
-                seq += 1
                 t = time.perf_counter()
-                state = http.post("/restart", {"session": sid, "seq": seq})
+                s["state"] = http.post("/restart", {"session": s["sid"], "seq": s["seq"]})
                 restart_ms.append((time.perf_counter() - t) * 1000)
                 continue
             legal = state.get("legalActions")
             action = rng.choice(legal) if legal else sw_action(rng, templates, state["observation"])
-            seq += 1
             t = time.perf_counter()
-            reply = http.post("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
+            reply = http.post("/step", {"session": s["sid"], "seq": s["seq"], "action": f"<action>{action}</action>"})
             step_ms.append((time.perf_counter() - t) * 1000)
             valid += bool(reply["valid"])
             won += bool(reply["won"])
-            state = reply if reply["valid"] else {**state, "observation": reply["observation"]}
+            s["state"] = reply if reply["valid"] else {**state, "observation": reply["observation"]}
         total = sum(step_ms) / 1000
-        print(f"{env} {json.dumps(config)}: {len(step_ms)} steps in {total:.2f} s = {len(step_ms) / total:.0f} steps/s "
-              f"(median {statistics.median(step_ms):.2f} ms, p90 {sorted(step_ms)[int(0.9 * len(step_ms))]:.2f} ms); "
-              f"valid {valid / len(step_ms):.1%}; {attempts} attempts ended, {won} won; create {create_ms:.0f} ms; "
+        print(f"{env} {json.dumps(config)}, {sessions} session(s) taking turns: {len(step_ms)} steps in {total:.2f} s = "
+              f"{len(step_ms) / total:.0f} steps/s (median {statistics.median(step_ms):.2f} ms, "
+              f"p90 {sorted(step_ms)[int(0.9 * len(step_ms))]:.2f} ms); valid {valid / len(step_ms):.1%}; {attempts} attempts "
+              f"ended, {won} won; create {create_ms:.0f} ms; "
               f"restart median {statistics.median(restart_ms) if restart_ms else float('nan'):.1f} ms")
     finally:
         proc.terminate()
@@ -147,8 +151,8 @@ def in_valid_list(task: str, steps: int, seed: int) -> None:
         if s.done:
             s.restart()
         action = sw_action(rng, templates, s.observation)
-        with env.engine.lock:
-            valid = set(map(str, s.iface.getValidActionObjectCombinations()))
+        with s.engine.lock:
+            valid = set(map(str, s.engine.bind(s).getValidActionObjectCombinations()))
         listed += action in valid
         parsed += bool(s.step(f"<action>{action}</action>")["valid"])
     print(f"{task}: of {steps} random template fills, {parsed / steps:.1%} understood by the engine, "
@@ -211,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--locations", type=int, default=11)
     ap.add_argument("--env", default=None, help="an environment name: twx-<game> or sw-<task>")
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--jvms", type=int, default=0, help="ScienceWorld: the server's --jvms (default: its own)")
+    ap.add_argument("--sessions", type=int, default=1, help="sessions stepped in turn (each switch replays on a one-game engine)")
     ap.add_argument("--config", default="{}", help="the /create config as JSON")
     ap.add_argument("--seed", type=int, default=0, help="the random policy's seed")
     ap.add_argument("--in-list", type=int, default=0, metavar="N",
@@ -222,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.env is None:
         ap.error("--env is required")
-    bench(a.env, a.steps, json.loads(a.config), a.seed)
+    bench(a.env, a.steps, json.loads(a.config), a.seed, max(1, a.sessions), a.jvms)
     if a.stock and a.env.startswith("sw-"):
         stock(a.env[3:], a.stock, a.seed)
     if a.in_list and a.env.startswith("sw-"):
