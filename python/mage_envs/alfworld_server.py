@@ -31,6 +31,7 @@ from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInf
 from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 
 from . import alfworld_data as data
+from .alfworld_expert import AlfworldExpert
 from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
 
@@ -119,6 +120,7 @@ class AlfworldSession(Session):
         self.goal = data.goal_of(self._pddl_env._game_data["grammar"])
         self.fingerprint = fingerprint(entry.name, self.initial_obs, "\n".join(self.gs["admissible_commands"]),
                                        "\n".join(sorted(map(str, self.gs["facts"]))))
+        self._expert = AlfworldExpert(game_file, self.initial_obs, entry.name)
 
     @staticmethod
     def _innermost(env: Any) -> Any:
@@ -134,6 +136,14 @@ class AlfworldSession(Session):
         self.gs = self._pddl_env.state
         self.steps = 0
         self.won = False
+        self._expert.restart()
+
+    def expert(self, memory: list[str]) -> Json:
+        """ALFWorld's hand-coded expert at the current state, and what this attempt saw
+        (`alfworld_expert.py`). Its fallback draws from Python's global `random`, so it runs under
+        the engine lock as the TextWorld calls do."""
+        with _ENGINE:
+            return self._expert.advice(memory, self.done, list(self.gs["admissible_commands"]))
 
     @property
     def done(self) -> bool:
@@ -207,6 +217,7 @@ class AlfworldSession(Session):
             return invalid_step(str(self.gs.feedback), self._compact(str(self.gs.feedback)), reason, content, legal, None)
         with _ENGINE:
             self.gs, _, _ = self.env.step(command)
+        self._expert.record(command, self.gs)
         self.steps += 1
         self.won = bool(self.gs["won"])
         feedback = str(self.gs.feedback)
@@ -263,6 +274,7 @@ class AlfworldEnv(Environment):
                              "description": "game steps per attempt (valid actions); the attempt ends unfinished after them"},
             },
             "legalActions": True,
+            "expert": True,
         }
 
     def games(self, split: str, types: list[int]) -> list[data.GameEntry]:

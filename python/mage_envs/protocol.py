@@ -40,6 +40,7 @@ class EnvError(Exception):
         "bad_opponent": 400,
         "bad_seat": 400,
         "bad_request": 400,
+        "no_expert": 400,
         "unknown_session": 404,
         "not_found": 404,
         "out_of_order": 409,
@@ -183,6 +184,16 @@ class Session(ABC):
     @abstractmethod
     def done(self) -> bool: ...
 
+    def expert(self, memory: list[str]) -> Json:
+        """The environment's expert at the current state (`POST /expert`), read-only:
+        `{"action": str | None, "facts": list[str]}`. `action` is the next action as the agent would
+        write it inside <action>…</action> (None when the attempt is over or the expert has nothing
+        to suggest); `facts` are short sentences on what this attempt has observed so far that are
+        worth remembering in a later attempt; `memory` holds facts of earlier attempts, which the
+        expert may use. An environment with an expert overrides this and declares `"expert": true`
+        in its /info entry; the default answers `no_expert`."""
+        raise EnvError("no_expert", "this environment has no expert (its /info entry does not declare \"expert\": true)")
+
 
 @dataclass
 class CreateArgs:
@@ -315,6 +326,7 @@ class ServiceLimits:
 @dataclass
 class _Live:
     session: Session
+    env: str
     last_seq: int = 0
     last_reply: Json | None = None
     # The /step or /restart being applied: its seq and the engine call (kept past a timeout).
@@ -334,6 +346,27 @@ def _built(env: Environment, args: CreateArgs) -> tuple[Session, Json]:
 def _restarted(session: Session) -> Json:
     session.restart()
     return session.state()
+
+
+def check_memory(body: Json) -> list[str]:
+    """The `memory` of an /expert request: a list of strings (default empty)."""
+    memory = body.get("memory", [])
+    if memory is None:
+        return []
+    if not isinstance(memory, list) or not all(isinstance(m, str) for m in memory):
+        raise EnvError("bad_request", "memory must be a list of strings", field="memory")
+    return memory
+
+
+def expert_reply(reply: Json) -> Json:
+    """An adapter's expert answer checked against the protocol (an adapter bug is an internal error)."""
+    action = reply.get("action")
+    facts = reply.get("facts", [])
+    if action is not None and not isinstance(action, str):
+        raise EnvError("internal", f"the expert's action must be a string or null, got {json.dumps(action)[:80]}")
+    if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
+        raise EnvError("internal", "the expert's facts must be a list of strings")
+    return {"action": action, "facts": facts}
 
 
 class EnvService:
@@ -386,7 +419,7 @@ class EnvService:
             raise
         self._counter += 1
         sid = f"s-{self._counter}"
-        self.table.add(sid, _Live(session))
+        self.table.add(sid, _Live(session, name))
         return {"session": sid, **reply}
 
     async def step(self, body: Json) -> Json:
@@ -399,6 +432,29 @@ class EnvService:
     async def restart(self, body: Json) -> Json:
         sid, live = self._live(body)
         return await self._sequenced(sid, live, body, lambda: _restarted(live.session), check_over=False)
+
+    async def expert(self, body: Json) -> Json:
+        """`POST /expert`: the expert's action and the attempt's facts, read-only (no `seq` is used
+        and the state is not changed). It runs on an engine thread once any /step or /restart still
+        being applied to the session is done, within the same time budget."""
+        sid, live = self._live(body)
+        memory = check_memory(body)
+        if not self.envs[live.env].describe().get("expert", False):
+            raise EnvError("no_expert", f"environment {live.env} has no expert (its /info entry does not declare one)")
+        if live.pending is not None:
+            await self._settled(live.pending[1])
+        reply = await self._engine(self.engine.submit(lambda: live.session.expert(memory)), "/expert")
+        return expert_reply(reply)
+
+    async def _settled(self, call: Call[Json]) -> None:
+        """Waits (within the budget) for a call another request started; its own errors are that request's."""
+        try:
+            await self._engine(call, "/step")
+        except EnvError as e:
+            if e.kind in ("engine_timeout", "shutting_down"):
+                raise
+        except Exception:
+            pass
 
     def close(self, body: Json) -> Json:
         sid, _ = self._live(body)
@@ -458,6 +514,8 @@ class EnvService:
                     f"the engine is still building the session after the {budget} ms budget; it is dropped "
                     "when done (its place in the session cap freed then): retry the /create"
                 )
+            elif e.started and endpoint == "/expert":
+                what = f"the engine is still working after the {budget} ms budget; retry the /expert"
             elif e.started:
                 what = (
                     f"the engine is still working on this {endpoint} after the {budget} ms budget; it finishes "

@@ -41,7 +41,7 @@ DRAIN_BYTES = 256 << 20
 SHUTDOWN_GRACE_SECONDS = 2.0
 # The kernel's queue of connections not yet accepted (the standard library's server had 5).
 LISTEN_BACKLOG = 2048
-ENDPOINTS = "GET /info, GET /health, POST /create, /step, /restart, /close"
+ENDPOINTS = "GET /info, GET /health, POST /create, /step, /restart, /expert, /close"
 
 
 def _reply(status: int, body: Json | bytes, headers: dict[str, str] | None = None) -> Response:
@@ -64,6 +64,7 @@ class HttpFront:
             "/create": service.create,
             "/step": service.step,
             "/restart": service.restart,
+            "/expert": service.expert,
             "/close": service.close,
         }
         # One endpoint for every method and path, so that 404s and 401s are the protocol's JSON.

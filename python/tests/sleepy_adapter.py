@@ -1,5 +1,8 @@
 """A test adapter whose engine stalls on demand: `sleepy` is a single-player counter whose `/step`
-sleeps `stepSleepMs` (and whose `/create` sleeps `createSleepMs`) before counting the step. It uses
+sleeps `stepSleepMs` (and whose `/create` sleeps `createSleepMs`) before counting the step. Its
+expert (`POST /expert`, declared in /info) answers `count` (null once done) with the facts
+`step N counted.` for the steps so far and `remembered: M` for each memory item M it is given (so
+tests see memory reach it). It uses
 the shared server entry point as every adapter does:
 
     PYTHONPATH=python python python/tests/sleepy_adapter.py --port 0 --time-budget-ms 300
@@ -39,6 +42,12 @@ class SleepySession(Session):
     def restart(self) -> None:
         self.steps = 0
 
+    def expert(self, memory: list[str]) -> Json:
+        facts = [f"step {i + 1} counted." for i in range(self.steps)]
+        if self.done:
+            return {"action": None, "facts": facts}
+        return {"action": "count", "facts": facts + [f"remembered: {m}" for m in memory]}
+
     @property
     def done(self) -> bool:
         return self.steps >= 5
@@ -62,6 +71,7 @@ class SleepyEnv(Environment):
                 "createSleepMs": {"type": "integer", "min": 0, "max": 60000, "default": 0},
             },
             "legalActions": True,
+            "expert": True,
         }
 
     def create(self, args: CreateArgs) -> Session:

@@ -27,11 +27,13 @@ import {
   type CreateReply,
   type CreateRequest,
   type ErrorBody,
+  type ExpertReply,
   type InfoReply,
   PROTOCOL_VERSION,
   ProtocolError,
   parseCreateReply,
   parseErrorBody,
+  parseExpertReply,
   parseInfoReply,
   parseRestartReply,
   parseStepReply,
@@ -182,6 +184,18 @@ export class EnvClient {
 
   async restart(session: string, seq: number): Promise<StateReply> {
     return this.parsed(parseRestartReply, await this.request("POST", "/restart", { session, seq }, session));
+  }
+
+  /**
+   * The environment expert's next action at the session's state and the attempt's facts
+   * (`POST /expert`, read-only: no sequence number). `memory`: facts of earlier attempts the
+   * expert may use. An environment without an expert is a UsageError (`no_expert`).
+   */
+  async expert(session: string, memory: readonly string[] = []): Promise<ExpertReply> {
+    return this.parsed(
+      parseExpertReply,
+      await this.request("POST", "/expert", { session, memory: [...memory] }, session),
+    );
   }
 
   /** Checks a reply against the protocol; a ProtocolError names this server. */

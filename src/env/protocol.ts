@@ -14,6 +14,7 @@ export type ErrorKind =
   | "bad_opponent"
   | "bad_seat"
   | "bad_request"
+  | "no_expert"
   | "unknown_session"
   | "out_of_order"
   | "game_over"
@@ -33,6 +34,7 @@ export const USAGE_ERROR_KINDS: readonly ErrorKind[] = [
   "bad_opponent",
   "bad_seat",
   "unauthorized",
+  "no_expert",
 ];
 
 export interface ErrorBody {
@@ -69,6 +71,8 @@ export interface EnvDescription {
   seeds: { min: number; max: number };
   config: Record<string, ConfigField>;
   legalActions: boolean;
+  /** Whether the environment answers `POST /expert` (absent: false). */
+  expert?: boolean;
 }
 
 export interface InfoReply {
@@ -131,6 +135,14 @@ export interface StepReply {
   toMove?: "agent" | null;
   forfeit?: Forfeit | null;
   info?: Record<string, unknown>;
+}
+
+/** `POST /expert`: the environment expert's next action at the session's state and the attempt's facts. */
+export interface ExpertReply {
+  /** The action as the agent would write it inside `<action>…</action>`; null when there is none. */
+  action: string | null;
+  /** Short sentences on what this attempt has observed so far, worth remembering in a later attempt. */
+  facts: string[];
 }
 
 /** A reply that does not follow the protocol (not JSON, a field missing or of the wrong type). */
@@ -298,6 +310,7 @@ export function parseInfoReply(body: unknown): InfoReply {
       seeds: { min: seeds.num("min"), max: seeds.num("max") },
       config: fields,
       legalActions: er.optBool("legalActions") ?? false,
+      ...(er.optBool("expert") ? { expert: true } : {}),
     };
   });
   return clean({
@@ -355,6 +368,16 @@ export function parseStepReply(body: unknown): StepReply {
     forfeit: r.forfeit("forfeit"),
     info: isObj(r.o.info) ? r.o.info : undefined,
   });
+}
+
+export function parseExpertReply(body: unknown): ExpertReply {
+  const r = reader("POST /expert", body);
+  if (!("action" in r.o))
+    throw new ProtocolError('POST /expert: field "action" must be a string or null (missing)');
+  const facts = r.optStrings("facts");
+  if (facts === undefined)
+    throw new ProtocolError('POST /expert: field "facts" must be a list of strings (missing)');
+  return { action: r.optStr("action") ?? null, facts };
 }
 
 /** Reads an error body (`{error: {kind, message, ...}}`); null when the body is not one. */

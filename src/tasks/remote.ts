@@ -8,7 +8,13 @@
 import { ExternalFailure, UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
 import { EnvClient, type EnvClientOptions } from "../env/client.js";
-import { checkEnvConfig, type EnvDescription, type Forfeit, type StateReply } from "../env/protocol.js";
+import {
+  checkEnvConfig,
+  type EnvDescription,
+  type ExpertReply,
+  type Forfeit,
+  type StateReply,
+} from "../env/protocol.js";
 import { actionContent } from "./parse.js";
 import type { TaskDefinition } from "./registry.js";
 import type { Seat, StepResult, TaskInfo, TaskOptions, TaskPromptText, TextTask } from "./types.js";
@@ -197,6 +203,18 @@ export class RemoteTask implements TextTask {
     if (r.compactOutcome !== undefined) out.compactOutcome = r.compactOutcome;
     if (this.prompt?.legalActionsHeading !== undefined) out.legalActions = r.legalActions ?? [];
     return out;
+  }
+
+  /** Whether the server declares an expert for this environment (`POST /expert`). */
+  get hasExpert(): boolean {
+    return this.env.expert === true;
+  }
+
+  /** The server's expert at the current state, given facts of earlier attempts (read-only). */
+  async expert(memory: readonly string[] = []): Promise<ExpertReply> {
+    if (!this.hasExpert)
+      throw new UsageError(`environment "${this.env.name}" on ${this.client.url} declares no expert`);
+    return this.client.expert(this.live("expert"), memory);
   }
 
   /** Frees the server's session (idempotent). */

@@ -1,7 +1,10 @@
 /**
  * Every server of the environment protocol probed as a hostile or careless client would, one
- * suite run against each: `mage env-serve`, and the Python adapters (OpenSpiel, TextArena) on
- * their shared server (python/mage_envs/server.py). Loopback only, every loop bounded: the session
+ * suite run against each: `mage env-serve`, and the Python adapters (OpenSpiel, TextArena, and
+ * TextWorldExpress's Simon Says, a single-player environment on a JVM) on their shared server
+ * (python/mage_envs/server.py). ScienceWorld is not probed: a create loads a whole world in its JVM
+ * (about 0.4 s), so the 3,000-create flood alone would take 20 minutes; ALFWorld likewise (a create
+ * loads a PDDL game). Loopback only, every loop bounded: the session
  * cap with Retry-After (the client waits it out), malformed and oversize bodies, stalled sockets,
  * dropped connections, floods (400 at once; 3,000 creates 32 at once with no connection reset),
  * the API key, a keyed training run against a server at its cap, and SIGTERM during a request.
@@ -32,12 +35,15 @@ import { type CliServer, exchange, stalledSockets, startCli, terminate, timedGet
 
 interface Target {
   name: string;
-  /** A cheap two-player environment of this server. */
+  /** A cheap environment of this server (two-player unless `opponents` is empty). */
   env: string;
+  /** The i-th distinct valid seed (default i), and the seed range a client draws from (default all). */
+  seed?: (i: number) => number;
+  seeds?: { min: number; max: number };
   start(o?: ServerOptions): Promise<Served>;
-  /** A training run's opponents, and its evaluation cell's. */
+  /** A training run's opponents, and its evaluation cell's (none for a single-player environment). */
   opponents: string[];
-  evalOpponent: string;
+  evalOpponent: string | null;
   /** The server started as a user starts it, with a time budget a long request stays within. */
   cli(): Promise<CliServer>;
   /** A /create that keeps the server busy for seconds (none when the server has no slow work). */
@@ -54,6 +60,7 @@ const OPENSPIEL = [
   "5",
 ];
 const TEXTARENA = ["mage_envs.textarena_server", "--games", "KuhnPoker-v0,TicTacToe-v0"];
+const TWX = ["mage_envs.textworld_express_server", "--games", "simonsays"];
 
 const TARGETS: Target[] = [
   {
@@ -103,6 +110,18 @@ const TARGETS: Target[] = [
     evalOpponent: "random",
     cli: () => startPythonServer(TEXTARENA[0], TEXTARENA.slice(1)),
   },
+  {
+    name: "python textworld-express",
+    // Simon Says: the shortest texts of TextWorldExpress's games, so the keyed training run's
+    // embedded model stays quick (the coin collector's room descriptions took it past 10 minutes).
+    env: "twx-simonsays",
+    seed: (i) => i % 1000, // the train split's seeds
+    seeds: { min: 0, max: 999 },
+    start: (o = {}) => startPythonAdapter(TWX[0], TWX.slice(1), o),
+    opponents: [],
+    evalOpponent: null,
+    cli: () => startPythonServer(TWX[0], TWX.slice(1)),
+  },
 ];
 
 const json = (o: unknown) => JSON.stringify(o);
@@ -139,6 +158,7 @@ async function flood(
 }
 
 for (const target of TARGETS) {
+  const seedOf = target.seed ?? ((i: number) => i);
   describe(`${target.name}: probes`, () => {
     let server: Served;
     before(async () => {
@@ -152,7 +172,9 @@ for (const target of TARGETS) {
       const capped = await target.start({ maxSessions: 40, sessionTtlSeconds: 1 });
       try {
         const replies = await Promise.all(
-          Array.from({ length: 100 }, (_, i) => post(capped.url, "/create", { env: target.env, seed: i })),
+          Array.from({ length: 100 }, (_, i) =>
+            post(capped.url, "/create", { env: target.env, seed: seedOf(i) }),
+          ),
         );
         const full = replies.filter((r) => r.status === 503);
         assert.equal(replies.filter((r) => r.status === 200).length, 40);
@@ -160,8 +182,15 @@ for (const target of TARGETS) {
         assert.equal(errorOf(full[0].text).kind, "too_many_sessions");
         assert.ok(Number(full[0].headers["retry-after"]) >= 1);
         // The client waits what Retry-After asks and gets in once the flood's sessions expire.
-        const def = await openRemoteTask({ url: capped.url, name: target.env, retries: 3 });
-        const task = def.create({ opponent: target.opponents[0], seat: "first" });
+        const def = await openRemoteTask({
+          url: capped.url,
+          name: target.env,
+          retries: 3,
+          seeds: target.seeds,
+        });
+        const task = def.create(
+          target.opponents.length ? { opponent: target.opponents[0], seat: "first" } : {},
+        );
         const t0 = performance.now();
         await task.reset(Rng.seeded(1));
         assert.ok(performance.now() - t0 >= 500, "it waited for a free place");
@@ -232,7 +261,7 @@ for (const target of TARGETS) {
             const ctrl = new AbortController();
             const p = fetch(`${server.url}/create`, {
               method: "POST",
-              body: json({ env: target.env, seed: i }),
+              body: json({ env: target.env, seed: seedOf(i) }),
               signal: ctrl.signal,
             }).catch(() => null);
             setTimeout(() => ctrl.abort(), 5);
@@ -250,7 +279,7 @@ for (const target of TARGETS) {
         Array.from({ length: 400 }, (_, i) =>
           i % 2 === 0
             ? exchange(`${server.url}/info`)
-            : post(server.url, "/create", { env: target.env, seed: i }),
+            : post(server.url, "/create", { env: target.env, seed: seedOf(i) }),
         ),
       );
       assert.ok(replies.every((r) => r.status === 200));
@@ -261,7 +290,9 @@ for (const target of TARGETS) {
     it("answers 3,000 creates, 32 at once on new connections, with no connection reset", async (t) => {
       const rss0 = server.rssMb?.();
       const t0 = performance.now();
-      const created = await flood(3000, 32, (i) => post(server.url, "/create", { env: target.env, seed: i }));
+      const created = await flood(3000, 32, (i) =>
+        post(server.url, "/create", { env: target.env, seed: seedOf(i) }),
+      );
       const ms = performance.now() - t0;
       const rss1 = server.rssMb?.();
       t.diagnostic(
@@ -332,7 +363,9 @@ for (const target of TARGETS) {
     it("a remote training run with the key completes against a server a flood has filled", async () => {
       const auth = { authorization: `Bearer ${KEY}` };
       const flooded = await Promise.all(
-        Array.from({ length: 100 }, (_, i) => post(keyed.url, "/create", { env: target.env, seed: i }, auth)),
+        Array.from({ length: 100 }, (_, i) =>
+          post(keyed.url, "/create", { env: target.env, seed: seedOf(i) }, auth),
+        ),
       );
       assert.equal(flooded.filter((r) => r.status === 503).length, 70);
       process.env[VAR] = KEY;
@@ -345,14 +378,16 @@ for (const target of TARGETS) {
             "name: keyed-remote",
             "seed: 1",
             "game: remote",
-            `env: { url: ${json(keyed.url)}, name: ${json(target.env)}, apiKeyEnv: ${VAR}, timeoutMs: 5000, retries: 4 }`,
+            `env: { url: ${json(keyed.url)}, name: ${json(target.env)}, apiKeyEnv: ${VAR}, timeoutMs: 5000, retries: 4${target.seeds ? `, seeds: ${json(target.seeds)}` : ""} }`,
             `model: { checkpoint: ${json(join(root, "base"))} }`,
             "task: { attempts: 2, maxTurns: 3 }",
-            `population: { opponents: [${population}] }`,
+            ...(population ? [`population: { opponents: [${population}] }`] : []),
             "rollout: { tasksPerIteration: 2, groupSize: 2, maxResponseTokens: 6 }",
             "optim: { miniBatchRows: 8 }",
             "train: { iterations: 1, checkpointEvery: 1 }",
-            `eval: { every: 0, finalTrials: 2, cells: [{ opponent: ${json(target.evalOpponent)}, seat: second }] }`,
+            target.evalOpponent === null
+              ? "eval: { every: 0, finalTrials: 2 }"
+              : `eval: { every: 0, finalTrials: 2, cells: [{ opponent: ${json(target.evalOpponent)}, seat: second }] }`,
             "",
           ].join("\n"),
         );

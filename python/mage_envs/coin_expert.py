@@ -1,0 +1,201 @@
+"""The expert of TextWorldExpress's coin collector: a policy over what an attempt has seen, not a
+replay of the game's gold path.
+
+It reads the map from the texts of the attempt so far (the room descriptions' exits, the doors it
+opened, the moves that took it somewhere), plus the facts earlier attempts handed on (`memory`).
+Then: take the coin when it is in view; walk the shortest known route to the coin when a fact or
+this attempt says where it is; otherwise explore: walk to the nearest known room with an exit that
+leads somewhere not yet searched (an unknown room, or a closed door) and go through it, opening the
+door first (a breadth-first search over the known map, so back-tracking comes out of the search).
+Rooms searched in earlier attempts without the coin are not searched again.
+
+Facts it hands on are sentences a model can read and the expert can parse again:
+"The kitchen's north door leads to the pantry.", "The kitchen's east exit leads to the corridor.",
+"The coin was in the pantry.", "The coin was not in the kitchen.", "The corridor's north door was not
+opened." (an exit still to explore).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+DIRECTIONS = ("north", "south", "east", "west")
+OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
+
+_ROOM = re.compile(r"You are in the (.+?)\. ")
+_CLOSED = re.compile(r"To the (North|South|East|West) you see a closed (.+?) door\.")
+_OPEN_DOOR = re.compile(r"Through an open (.+?) door, to the (North|South|East|West) you see the (.+?)\.")
+_PLAIN = re.compile(r"To the (North|South|East|West) you see the (.+?)\.")
+_COIN = re.compile(r"\ba coin\b")
+_OPENED = re.compile(r"You open the (.+?) door, revealing the (.+?)\.")
+_FACT_LINK = re.compile(r"The (.+?)'s (north|south|east|west) (door|exit) leads to the (.+?)\.")
+_FACT_COIN = re.compile(r"The coin was in the (.+?)\.")
+_FACT_EMPTY = re.compile(r"The coin was not in the (.+?)\.")
+_FACT_UNOPENED = re.compile(r"The (.+?)'s (north|south|east|west) door was not opened\.")
+
+
+@dataclass
+class Look:
+    room: str
+    coin: bool
+    # direction -> (destination or None, has a door, door closed)
+    exits: dict[str, tuple[str | None, bool, bool]]
+
+
+def read_look(text: str) -> Look | None:
+    """A room description (what `look around` and every successful move print), or None."""
+    m = _ROOM.search(text + " ")
+    if m is None:
+        return None
+    exits: dict[str, tuple[str | None, bool, bool]] = {}
+    for d, _ in _CLOSED.findall(text):
+        exits[d.lower()] = (None, True, True)
+    for _, d, dest in _OPEN_DOOR.findall(text):
+        exits[d.lower()] = (dest, True, False)
+    for d, dest in _PLAIN.findall(text):
+        exits.setdefault(d.lower(), (dest, False, False))
+    return Look(room=m.group(1), coin=bool(_COIN.search(text)), exits=exits)
+
+
+@dataclass
+class CoinMap:
+    """What is known of the house: exits with their destinations where known, doors, searched rooms."""
+
+    exits: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    doors: set[tuple[str, str]] = field(default_factory=set)
+    closed: dict[tuple[str, str], bool] = field(default_factory=dict)
+    links: list[tuple[str, str, str]] = field(default_factory=list)  # (room, direction, destination), first seen first
+    searched: list[str] = field(default_factory=list)  # rooms seen without the coin, in order
+    coin: str | None = None
+    here: str | None = None
+    looked: set[str] = field(default_factory=set)  # rooms whose description this attempt has read
+
+    def link(self, room: str, d: str, dest: str) -> None:
+        for a, way, b in ((room, d, dest), (dest, OPPOSITE[d], room)):
+            if self.exits.setdefault(a, {}).get(way) != b:
+                self.exits[a][way] = b
+        if not any({(r, dd, t) for r, dd, t in self.links} & {(room, d, dest), (dest, OPPOSITE[d], room)}):
+            self.links.append((room, d, dest))
+
+    def enter(self, look: Look) -> None:
+        self.here = look.room
+        self.looked.add(look.room)
+        ways = self.exits.setdefault(look.room, {})
+        for d, (dest, door, closed) in look.exits.items():
+            ways.setdefault(d, None)
+            if door:
+                self.doors.add((look.room, d))
+                self.closed[(look.room, d)] = closed
+            if dest is not None:
+                self.link(look.room, d, dest)
+        if look.coin:
+            self.coin = look.room
+        elif look.room not in self.searched:
+            self.searched.append(look.room)
+
+    def apply(self, action: str, observation: str) -> None:
+        """One step of the attempt: the action played and the text it got back."""
+        words = action.split()
+        look = read_look(observation)
+        if look is not None:
+            if words[:1] == ["move"] and len(words) == 2 and self.here and self.here != look.room and words[1] in OPPOSITE:
+                self.link(self.here, words[1], look.room)
+            self.enter(look)
+            return
+        opened = _OPENED.match(observation)
+        if opened and self.here and words[:3] == ["open", "door", "to"] and len(words) == 4:
+            self.doors.add((self.here, words[3]))
+            self.closed[(self.here, words[3])] = False
+            self.link(self.here, words[3], opened.group(2))
+        elif self.here and words[:3] == ["close", "door", "to"] and len(words) == 4 and observation.startswith("You close"):
+            self.closed[(self.here, words[3])] = True
+
+    def remember(self, facts: list[str]) -> None:
+        """Facts from earlier attempts (the ones `facts()` writes; other sentences are ignored)."""
+        for fact in facts:
+            if m := _FACT_LINK.fullmatch(fact.strip()):
+                room, d, kind, dest = m.groups()
+                if kind == "door":
+                    self.doors.add((room, d))
+                self.link(room, d, dest)
+            elif m := _FACT_COIN.fullmatch(fact.strip()):
+                self.coin = m.group(1)
+            elif (m := _FACT_EMPTY.fullmatch(fact.strip())) and m.group(1) not in self.searched:
+                self.searched.append(m.group(1))
+            elif m := _FACT_UNOPENED.fullmatch(fact.strip()):
+                self.doors.add((m.group(1), m.group(2)))
+                self.exits.setdefault(m.group(1), {}).setdefault(m.group(2), None)
+
+    def facts(self) -> list[str]:
+        out = [
+            f"The {room}'s {d} {'door' if (room, d) in self.doors else 'exit'} leads to the {dest}."
+            for room, d, dest in self.links
+        ]
+        if self.coin:
+            out.append(f"The coin was in the {self.coin}.")
+        out += [f"The coin was not in the {room}." for room in self.searched]
+        out += [f"The {room}'s {d} door was not opened." for room, ways in self.exits.items()
+                for d in DIRECTIONS if d in ways and ways[d] is None and (room, d) in self.doors]
+        return out
+
+    def _route(self, goal: str | None) -> list[str] | None:
+        """Directions of the shortest known route from here: to room `goal`, or (None) to the
+        nearest room with an exit to somewhere unsearched, that exit included."""
+        assert self.here is not None
+        back: dict[str, tuple[str, str] | None] = {self.here: None}
+        queue = deque([self.here])
+        while queue:
+            room = queue.popleft()
+            if goal is not None and room == goal:
+                return self._path(back, room)
+            ways = self.exits.get(room, {})
+            if goal is None:
+                for d in DIRECTIONS:
+                    if d in ways and (ways[d] is None or (ways[d] not in self.searched and ways[d] != room)):
+                        return self._path(back, room) + [d]
+            for d in DIRECTIONS:
+                dest = ways.get(d)
+                if dest is not None and dest not in back:
+                    back[dest] = (room, d)
+                    queue.append(dest)
+        return None
+
+    @staticmethod
+    def _path(back: dict[str, tuple[str, str] | None], room: str) -> list[str]:
+        path: list[str] = []
+        step = back[room]
+        while step is not None:
+            path.append(step[1])
+            step = back[step[0]]
+        return path[::-1]
+
+    def next_action(self, legal: list[str]) -> str | None:
+        if "take coin" in legal:
+            return "take coin"
+        if self.here is None:
+            return "look around" if "look around" in legal else None
+        route = self._route(self.coin) if self.coin and self.coin != self.here else None
+        if route is None:
+            route = self._route(None)
+        if route is None:  # remembered rooms whose exits this attempt has not read: go and look
+            for room in sorted(set(self.exits) - self.looked):
+                route = self._route(room)
+                if route:
+                    break
+        if not route:
+            return None
+        d = route[0]
+        action = f"open door to {d}" if self.closed.get((self.here, d), False) else f"move {d}"
+        return action if action in legal else None
+
+
+def coin_map(trace: list[tuple[str, str]], memory: list[str]) -> CoinMap:
+    """The map after an attempt's steps (`trace`: (action, observation), the first action "" for the
+    initial observation), on top of the facts in `memory`."""
+    m = CoinMap()
+    m.remember(memory)
+    for action, observation in trace:
+        m.apply(action, observation)
+    return m

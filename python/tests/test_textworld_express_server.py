@@ -1,0 +1,249 @@
+"""The TextWorldExpress adapter over HTTP: identical text on every attempt (also with other
+sessions' games played in between, which the one-game engine replays), the splits' seed ranges,
+config errors naming the field, malformed answers as invalid steps, and the coin collector's
+expert (wins from the start; with a failed attempt's facts, a later attempt walks to the coin in
+fewer steps)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mage_envs.jvm import java_missing
+
+if java_missing():  # pragma: no cover - CI installs Java (.ci/run)
+    pytest.skip(str(java_missing()), allow_module_level=True)
+
+from envhelp import Client, running
+
+from mage_envs.coin_expert import coin_map
+from mage_envs.protocol import CreateArgs
+from mage_envs.textworld_express_server import TwxEnv, TwxSession, environments
+
+
+@pytest.fixture(scope="module")
+def envs() -> dict[str, TwxEnv]:
+    return {e.name: e for e in environments()}
+
+
+@pytest.fixture(scope="module")
+def client(envs: dict[str, TwxEnv]) -> Iterator[Client]:
+    with running(list(envs.values())) as c:
+        yield c
+
+
+def _create(client: Client, env: str, seed: int, **config: Any) -> dict[str, Any]:
+    return client.ok("/create", {"env": env, "seed": seed, "config": config})
+
+
+def _steps(client: Client, sid: str, actions: list[str], seq: int) -> tuple[list[dict[str, Any]], int]:
+    out = []
+    for a in actions:
+        seq += 1
+        out.append(client.ok("/step", {"session": sid, "seq": seq, "action": f"ok. <action>{a}</action>"}))
+    return out, seq
+
+
+@pytest.mark.parametrize("env", ["twx-coin", "twx-cookingworld", "twx-twc", "twx-mapreader", "twx-sorting"])
+def test_two_attempts_with_the_same_actions_read_the_same(client: Client, env: str) -> None:
+    created = _create(client, env, 7)
+    other = _create(client, "twx-twc" if env != "twx-twc" else "twx-coin", 8)
+    sid = created["session"]
+    assert created["legalActions"] == sorted(created["legalActions"]) and created["info"]["seed"] == 7
+    # a fixed policy over what is listed: the i-th action in sorted order, cycling
+    actions, state = [], created
+    for i in range(8):
+        if state["done"]:
+            break
+        actions.append(state["legalActions"][(3 * i + 1) % len(state["legalActions"])])
+        seq = i + 1
+        state = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{actions[-1]}</action>"})
+        # another session's game played in between: the engine must give this one back
+        client.ok("/step", {"session": other["session"], "seq": seq, "action": f"<action>{other['legalActions'][0]}</action>"})
+    first = [state]
+    restarted = client.ok("/restart", {"session": sid, "seq": len(actions) + 1})
+    for key in ("fingerprint", "observation", "legalActions", "done"):
+        assert restarted[key] == created[key], key
+    replay, _ = _steps(client, sid, actions, len(actions) + 1)
+    assert replay[-1] == first[-1]
+    # and a new session of the same game reads the same too
+    again = _create(client, env, 7)
+    assert again["fingerprint"] == created["fingerprint"] and again["observation"] == created["observation"]
+
+
+def test_whole_attempts_replay_step_for_step(client: Client) -> None:
+    created = _create(client, "twx-coin", 3, numLocations=6)
+    sid = created["session"]
+    legal = created["legalActions"]
+    acts = [legal[i % len(legal)] for i in range(12)]
+    first, seq = _steps(client, sid, acts, 0)
+    seq += 1
+    client.ok("/restart", {"session": sid, "seq": seq})
+    second, _ = _steps(client, sid, acts, seq)
+    assert [(r["observation"], r["legalActions"], r["reward"]) for r in first] == \
+           [(r["observation"], r["legalActions"], r["reward"]) for r in second]
+
+
+@pytest.mark.parametrize(
+    ("split", "seed", "valid"),
+    [("train", 0, True), ("train", 999, True), ("train", 1000, False), ("dev", 10000, True), ("dev", 999, False),
+     ("test", 20999, True), ("test", 3, False)],
+)
+def test_seeds_must_lie_in_the_split(client: Client, split: str, seed: int, valid: bool) -> None:
+    status, reply = client.call("/create", {"env": "twx-coin", "seed": seed, "config": {"split": split}})
+    if valid:
+        assert status == 200 and reply["category"] == split
+    else:
+        assert status == 400 and reply["error"]["kind"] == "bad_seed" and reply["error"]["field"] == "seed"
+        lo, hi = {"train": (0, 999), "dev": (10000, 10999), "test": (20000, 20999)}[split]
+        assert f"[{lo}, {hi}]" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("env", "config", "field", "fragment"),
+    [
+        ("twx-coin", {"numLocations": 12}, "config.numLocations", "[1, 11]"),
+        ("twx-coin", {"includeDoors": 1}, "config.includeDoors", "boolean"),
+        ("twx-coin", {"numIngredients": 2}, "config.numIngredients", "valid fields"),
+        ("twx-cookingworld", {"numIngredients": 6}, "config.numIngredients", "[1, 5]"),
+        ("twx-twc", {"numItemsToPutAway": 5}, "config.numItemsToPutAway", "[1, 4]"),
+        ("twx-coin", {"split": "valid"}, "config.split", "train"),
+        ("twx-coin", {"maxSteps": 0}, "config.maxSteps", "[1, 500]"),
+    ],
+)
+def test_bad_config_names_the_field(client: Client, env: str, config: dict[str, Any], field: str, fragment: str) -> None:
+    status, err = client.call("/create", {"env": env, "seed": 1, "config": config})
+    assert status == 400 and err["error"]["kind"] == "bad_config", err
+    assert err["error"]["field"] == field and fragment in err["error"]["message"]
+
+
+def test_malformed_answers_are_invalid_steps(client: Client) -> None:
+    created = _create(client, "twx-coin", 5)
+    sid = created["session"]
+    answers = ["move north", "<action></action>", "<think>hm <action>look around</action>", "<action>fly</action>",
+               "<action>take coin</action>", "\x00" * 50, "<action>" + "x" * 5000 + "</action>"]
+    for seq, answer in enumerate(answers, 1):
+        r = client.ok("/step", {"session": sid, "seq": seq, "action": answer})
+        assert not r["valid"] and r["reward"] == 0 and not r["done"] and r["invalidReason"], r
+        assert r["observation"] == created["observation"] and r["legalActions"] == created["legalActions"]
+    r = client.ok("/step", {"session": sid, "seq": len(answers) + 1, "action": "<action>  LOOK   Around </action>"})
+    assert r["valid"] and r["action"] == "look around"
+
+
+def test_the_step_limit_ends_the_attempt(client: Client) -> None:
+    sid = _create(client, "twx-coin", 5, maxSteps=2)["session"]
+    r, _ = _steps(client, sid, ["look around", "look around"], 0)
+    assert not r[0]["done"] and r[1]["done"] and not r[1]["won"] and r[1]["legalActions"] == []
+    status, err = client.call("/step", {"session": sid, "seq": 3, "action": "<action>look around</action>"})
+    assert status == 409 and err["error"]["kind"] == "game_over"
+
+
+def _session(env: TwxEnv, seed: int, **config: Any) -> TwxSession:
+    cfg = {k: v["default"] for k, v in env.describe()["config"].items()} | config
+    s = env.create(CreateArgs(cfg, seed, 0, None, None))
+    assert isinstance(s, TwxSession)
+    return s
+
+
+def _follow(s: TwxSession, memory: list[str]) -> int | None:
+    """Plays the expert's actions; the steps it took to win, or None."""
+    while not s.done:
+        action = s.expert(memory)["action"]
+        if action is None:
+            return None
+        assert s.step(f"<action>{action}</action>")["valid"]
+    return s.steps if s.won else None
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4, 5, 8])
+@pytest.mark.parametrize("locations", [6, 11])
+def test_the_coin_expert_wins_from_the_start(envs: dict[str, TwxEnv], seed: int, locations: int) -> None:
+    s = _session(envs["twx-coin"], seed, numLocations=locations)
+    assert _follow(s, []) is not None
+    done = s.expert([])
+    assert done["action"] is None and "The coin was in the " + str(coin_map(s.trace, []).coin) + "." in done["facts"]
+
+
+@pytest.mark.parametrize("seed", [0, 4, 5, 8])
+def test_a_failed_attempts_facts_shorten_the_next(envs: dict[str, TwxEnv], seed: int) -> None:
+    """Attempt 1 explores and runs out of steps before the coin; attempt 2, given its facts, does not
+    search the rooms it searched and reaches the coin in fewer steps than a fresh search does."""
+    fresh = _follow(_session(envs["twx-coin"], seed), [])
+    assert fresh is not None and fresh >= 6, fresh  # the coin is several rooms away on these seeds
+    failed = _session(envs["twx-coin"], seed, maxSteps=fresh - 2)
+    assert _follow(failed, []) is None
+    facts = failed.expert([])["facts"]
+    assert any(f.startswith("The coin was not in the ") for f in facts) and any("leads to the" in f for f in facts)
+    second = _session(envs["twx-coin"], seed)
+    steps = _follow(second, facts)
+    assert steps is not None and steps < fresh, (steps, fresh)
+
+
+def test_coin_memory_with_the_coin_walks_the_shortest_route(envs: dict[str, TwxEnv]) -> None:
+    first = _session(envs["twx-coin"], 4)
+    fresh = _follow(first, [])
+    facts = first.expert([])["facts"]
+    second = _session(envs["twx-coin"], 4)
+    steps = _follow(second, facts)
+    assert fresh is not None and steps is not None and steps < fresh
+    # the known route only: every move goes towards the coin's room, no room searched twice
+    rooms = [a for a in second.actions if a.startswith("move ")]
+    assert len(rooms) == len({o for _, o in second.trace if o.startswith("You are in")}) - 1
+
+
+@pytest.mark.parametrize("env", ["twx-cookingworld", "twx-twc", "twx-mapreader", "twx-arithmetic", "twx-sorting",
+                                 "twx-simonsays", "twx-peckingorder"])
+def test_other_games_follow_the_gold_path_to_a_win(envs: dict[str, TwxEnv], env: str) -> None:
+    s = _session(envs[env], 2)
+    assert _follow(s, []) is not None and s.score == 1.0
+    s.restart()
+    s.step(f"<action>{s.legal[0] if s.legal[0] != s.gold()[0] else s.legal[1]}</action>")
+    assert s.expert([]) == {"action": None, "facts": []}  # off the gold path: nothing to suggest
+
+
+def _follow_http(client: Client, sid: str, memory: list[str], seq: int) -> tuple[dict[str, Any], int, int]:
+    """Plays `/expert`'s actions over HTTP until the attempt ends; (last reply, steps, last seq)."""
+    steps, reply = 0, {"done": False}
+    while not reply["done"]:
+        action = client.ok("/expert", {"session": sid, "memory": memory})["action"]
+        assert action is not None
+        seq += 1
+        reply = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
+        assert reply["valid"]
+        steps += 1
+    return reply, steps, seq
+
+
+def test_the_expert_over_http_a_failed_attempt_then_a_shorter_one(client: Client) -> None:
+    assert all(e["expert"] for e in client.ok("/info", None)["environments"] if e["name"].startswith("twx-"))
+    fresh = _create(client, "twx-coin", 5)
+    won, fresh_steps, _ = _follow_http(client, fresh["session"], [], 0)
+    assert won["won"] and won["reward"] == 10.0 and fresh_steps >= 6
+    sid = _create(client, "twx-coin", 5, maxSteps=fresh_steps - 2)["session"]
+    lost, _, seq = _follow_http(client, sid, [], 0)
+    assert not lost["won"]
+    facts = client.ok("/expert", {"session": sid, "memory": []})["facts"]
+    assert client.ok("/expert", {"session": sid, "memory": facts})["action"] is None  # over: nothing to suggest
+    client.ok("/restart", {"session": sid, "seq": seq + 1})
+    again, steps, _ = _follow_http(client, sid, facts, seq + 1)
+    assert again["won"] and steps < fresh_steps
+
+
+def test_memory_of_a_room_whose_doors_were_not_opened_still_leads_on(envs: dict[str, TwxEnv]) -> None:
+    """Seed 3, 6 rooms: attempt 1 stops in the corridor before opening its doors; attempt 2 must go back
+    there (its exits are known only from the facts) rather than give up."""
+    failed = _session(envs["twx-coin"], 3, numLocations=6, maxSteps=4)
+    assert _follow(failed, []) is None
+    facts = failed.expert([])["facts"]
+    assert any(f.endswith("door was not opened.") for f in facts), facts
+    assert _follow(_session(envs["twx-coin"], 3, numLocations=6), facts) is not None
+
+
+def test_compact_coin_observations_drop_the_furniture(client: Client) -> None:
+    created = _create(client, "twx-coin", 3, numLocations=6, includeDoors=False)  # the coin is in the kitchen
+    compact = created["compactObservation"]
+    assert compact.startswith("You are in the kitchen. ") and "coin" in compact and "stove" not in compact
+    assert "To the North you see the pantry." in compact and compact.endswith(f"Actions: {', '.join(created['legalActions'])}.")
+    assert "stove" in created["observation"]
