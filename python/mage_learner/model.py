@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .errors import usage
+from .frozen_bf16 import store_frozen_in_bf16
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_CHOICES = (*DTYPES, "auto")
@@ -232,6 +233,8 @@ def load(req: dict[str, Any]) -> Loaded:
         )
         model = get_peft_model(base, conf)
     model.to(device)
+    if lora is not None and precision.autocast is not None and device.type == "cpu":
+        store_frozen_in_bf16(model)
     if req.get("gradientCheckpointing", False):
         enable_checkpointing(model)
     model.eval()

@@ -29,6 +29,7 @@ from .errors import protocol, usage
 from .folders import replace_dir
 from .frames import Array
 from .learner import Learner, score, score_alternatives
+from .frozen_bf16 import restore_float32
 
 Reply = tuple[dict[str, Any], dict[str, Array]]
 
@@ -177,7 +178,9 @@ def sft(learner: Learner, req: dict[str, Any], arrays: dict[str, Array]) -> Repl
 def plain_copy(learner: Learner) -> torch.nn.Module:
     """A float32 CPU copy of the policy as a plain transformers model: with LoRA, the adapter
     merged into the copy's base weights (merged in float32, so a bf16 run loses nothing more)."""
-    model = copy.deepcopy(learner.loaded.model).to(device="cpu", dtype=torch.float32)
+    model = copy.deepcopy(learner.loaded.model)
+    restore_float32(model)  # the base weights a CPU bf16 run keeps aside (frozen_bf16)
+    model = model.to(device="cpu", dtype=torch.float32)
     if learner.loaded.lora is not None:
         model = model.merge_and_unload()  # type: ignore[operator]
     assert isinstance(model, torch.nn.Module)

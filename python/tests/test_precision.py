@@ -50,7 +50,7 @@ def test_bf16_sampler_and_learner_agree_and_differ_from_float32(qwen3_dir: Path)
     lora = {"rank": 4, "alpha": 8, "dropout": 0.0, "targetModules": ["q_proj", "v_proj"]}
     bf = loaded_worker(qwen3_dir, "cpu", "bfloat16", lora=lora)
     assert bf.loaded is not None
-    assert all(p.dtype == torch.float32 for p in bf.loaded.model.parameters())
+    assert all(p.dtype == torch.float32 for p in bf.loaded.model.parameters() if p.requires_grad)
     batch, sampled = sampled_rows(bf)
     _, lp_bf = call(bf, "logprobs", batch)
     # The sampler (incremental KV cache) and the learner (one full forward) both compute in bf16.
@@ -68,3 +68,39 @@ def test_the_load_reply_says_what_it_computes_in(qwen3_dir: Path) -> None:
     with pytest.raises(Failed) as e:
         loaded_worker(qwen3_dir, "cpu", "half")
     assert e.value.error["field"] == "model.torch.dtype"
+
+
+def frozen_linear_dtypes(w: object) -> dict[str, torch.dtype]:
+    loaded = w.loaded  # type: ignore[attr-defined]
+    return {n: m.weight.dtype for n, m in loaded.model.named_modules() if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad}
+
+
+def test_lora_keeps_frozen_weights_in_bf16_with_autocasts_numbers(qwen3_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lora = {"rank": 4, "alpha": 8, "dropout": 0.0, "targetModules": ["q_proj", "v_proj"]}
+    stored = loaded_worker(qwen3_dir, "cpu", "bfloat16", lora=lora)
+    dtypes = frozen_linear_dtypes(stored)
+    assert {n for n, d in dtypes.items() if d == torch.bfloat16} >= {n for n in dtypes if n.endswith("base_layer")}
+    assert stored.loaded is not None
+    tied = stored.loaded.model.get_input_embeddings().weight  # type: ignore[operator]
+    assert tied.dtype == torch.float32
+    # Without the stored copies autocast casts the float32 weights at every call: same numbers.
+    monkeypatch.setattr(model_mod, "store_frozen_in_bf16", lambda m: 0)
+    cast = loaded_worker(qwen3_dir, "cpu", "bfloat16", lora=lora)
+    assert all(d == torch.float32 for d in frozen_linear_dtypes(cast).values())
+    batch, _ = sampled_rows(cast)
+    _, a = call(stored, "logprobs", batch)
+    _, b = call(cast, "logprobs", batch)
+    np.testing.assert_array_equal(a["logp"], b["logp"])
+
+
+def test_an_export_of_a_bf16_lora_run_merges_into_the_float32_base(qwen3_dir: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    lora = {"rank": 4, "alpha": 8, "dropout": 0.0, "targetModules": ["q_proj", "v_proj"]}
+    w = loaded_worker(qwen3_dir, "cpu", "bfloat16", lora=lora)  # peft starts B at 0: merged = base
+    call(w, "export", path=str(tmp_path / "out"))
+    base = load_file(str(qwen3_dir / "model.safetensors"))
+    out = load_file(str(tmp_path / "out" / "model.safetensors"))
+    for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.up_proj.weight"):
+        assert out[name].dtype == torch.float32
+        assert torch.equal(out[name], base[name]), name

@@ -19,6 +19,7 @@
  *    MAGE_BENCH_REAL_BASELINE_CONFIG names the config it reads instead of real-quickstart.yaml
  *    (an older checkout's strict schema refuses fields added since, e.g. prefixCacheMB).
  *
+ * MAGE_BENCH_REAL_SECTIONS=sampling|iterations runs one section only.
  * MAGE_BENCH_REAL_MODEL: the model the iterations train (default models/smollm2-kuhn-warm when
  * present, else the base); MAGE_BENCH_REAL_ITERATIONS (default 2).
  */
@@ -264,7 +265,7 @@ export async function run(): Promise<void> {
   }
   const threads = cpus().length;
   console.log(`${threads} CPUs, load ${loadavg()[0].toFixed(2)} at the start`);
-  await samplingSection(threads);
-  await iterationSection();
+  if (process.env.MAGE_BENCH_REAL_SECTIONS !== "iterations") await samplingSection(threads);
+  if (process.env.MAGE_BENCH_REAL_SECTIONS !== "sampling") await iterationSection();
   console.log(`load ${loadavg()[0].toFixed(2)} at the end`);
 }
