@@ -37,7 +37,8 @@ function attemptsOf(messages: readonly ChatMessage[]) {
   const out: { opened: Set<string>; remark: string | null }[] = [];
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
-    if (m.role === "user" && /^Attempt \d+\.$/m.test(m.content)) out.push({ opened: new Set(), remark: null });
+    if (m.role === "user" && /^Attempt \d+\.$/m.test(m.content))
+      out.push({ opened: new Set(), remark: null });
     if (m.role !== "assistant" || out.length === 0) continue;
     const cur = out[out.length - 1];
     const remark = extractTag(m.content, "remark");
@@ -124,10 +125,23 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
       file,
       "game: remote\nmodel: m\nenv: {url: 'http://127.0.0.1:1', name: boxes}\nchecks: {}\nsettings: {stepz: 3}\n",
     );
-    assert.throws(() => loadServedPretrainConfig(file), (e: Error) => e instanceof UsageError && /settings/.test(e.message) && /stepz/.test(e.message));
+    assert.throws(
+      () => loadServedPretrainConfig(file),
+      (e: Error) => e instanceof UsageError && /settings/.test(e.message) && /stepz/.test(e.message),
+    );
   });
 
-  it("mage pretrain --config warm-starts on the served environment end to end", { skip: NO_WORKER }, async () => {
+  it("the committed served warm-start configs parse", () => {
+    const c = loadServedPretrainConfig("configs/pretrain/alfworld-smollm2.yaml");
+    assert.equal(c.env.name, "alfworld");
+    assert.deepEqual(c.env.config, { split: "valid_train", taskTypes: "1-4", maxSteps: 30 });
+    assert.equal(c.checks.config.split, "valid_seen");
+    assert.equal(c.settings.evalTrials, 100);
+  });
+
+  it("mage pretrain --config warm-starts on the served environment end to end", {
+    skip: NO_WORKER,
+  }, async () => {
     const root = await tempDir();
     const base = join(root, "base");
     await saveTinyHf(base, { seed: 7, contextLength: 2048 });
