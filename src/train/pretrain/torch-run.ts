@@ -155,16 +155,19 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     reflectionMoves: 3,
   },
   // A served environment with an expert (ALFWorld): whole 3-attempt compact trials of about
-  // 2,700 SmolLM2 tokens, so a step packs about three and a micro-batch holds one whole; sized
-  // for the 45-minute budget on the 2-core machine with 100 checks (docs/environments.md).
+  // 2,400 SmolLM2 tokens (at most 3,400), so a step packs one or two and a micro-batch holds one.
+  // Sized from measurements for the 45-minute budget on the shared 2-core machine, 100 checks
+  // included (docs/environments.md, ALFWorld, "Warm start"): about 10 s of corpus and 54 s of SFT
+  // (45 tokens/s) per trial, and the checks about 28 minutes.
   remote: {
     ...SHARED_TORCH_SETTINGS,
-    steps: 24,
-    warmupSteps: 3,
-    batchTokens: 8192,
+    steps: 9,
+    warmupSteps: 2,
+    batchTokens: 4096,
     microBatchTokens: 4096,
-    corpusTrials: 72,
+    corpusTrials: 15,
     evalTrials: 100,
+    evalBatch: 50,
     actionWeight: 1,
     unlikelihood: 0,
     epsilon: SERVED_CORPUS_DEFAULTS.epsilon,
