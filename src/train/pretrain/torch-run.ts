@@ -571,7 +571,7 @@ export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<Torc
   const r = prepareRun(opts);
   const base = await baseModelRecord(r.modelDir);
   if (opts.resume) {
-    const plan = planTorchResume({ ...r, base });
+    const plan = planTorchResume({ ...r, base, ...servedIdentity(r) });
     if (plan.kind === "done") {
       r.say(`${r.out} is complete, checks included: nothing to resume`);
       return plan.report;
@@ -608,6 +608,11 @@ async function resumeChecks(
   }
 }
 
+/** What names a served warm start beyond the built-in ones' fields: its server, environment and configs. */
+function servedIdentity(r: TorchRun): { env?: NonNullable<TorchPretrainReport["env"]> } {
+  return r.served ? { env: r.served.record } : {};
+}
+
 /** Where the SFT starts: an interrupted run's checkpoint with `--resume`, else step 0 (an old checkpoint removed). */
 async function sftStart(
   r: TorchRun,
@@ -615,7 +620,7 @@ async function sftStart(
   base: BaseModelRecord,
 ): Promise<SftProgress | null> {
   const dir = sftCheckpointDir(r.out);
-  if (opts.resume) return readSftCheckpoint({ ...r, base });
+  if (opts.resume) return readSftCheckpoint({ ...r, base, ...servedIdentity(r) });
   if (existsSync(dir)) {
     r.say(`removing the SFT checkpoint of an earlier run, ${dir} (--resume goes on from one)`);
     await removeSftCheckpoint(r.out);
@@ -635,6 +640,7 @@ function sftResumption(
   if (!(Number.isFinite(seconds) && seconds >= 0))
     throw new UsageError(`--checkpoint-seconds must be a number ≥ 0, got ${seconds}`);
   const identity = {
+    ...servedIdentity(r),
     backend: "torch" as const,
     game: r.game,
     seed: r.seed,
