@@ -156,9 +156,9 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
   },
   // A served environment with an expert (ALFWorld): whole 3-attempt compact trials of about
   // 2,400 SmolLM2 tokens (at most 3,400), so a step packs one or two and a micro-batch holds one.
-  // Sized from measurements for the 45-minute budget on the shared 2-core machine, 100 checks
-  // included (docs/environments.md, ALFWorld, "Warm start"): about 10 s of corpus and 54 s of SFT
-  // (45 tokens/s) per trial, and the checks about 28 minutes.
+  // On the shared 2-core machine a corpus trial costs about 10 s to play and 54 s of SFT (45
+  // tokens/s), so 15 take about 16 minutes; the 100 checks the issue asks for take about 2 hours
+  // there (1.5-2.2 s per sampled answer on one CPU thread): docs/environments.md, ALFWorld, "Warm start".
   remote: {
     ...SHARED_TORCH_SETTINGS,
     steps: 9,
