@@ -17,7 +17,8 @@ the target come first.
 `memory` (facts of earlier attempts) steers the expert: when a remembered receptacle held an object
 of the target class and this attempt has neither seen one nor looked there yet, the expert goes
 there first and opens it when closed (a small planner: the hand-coded expert cannot be told where to
-look), then the hand-coded expert goes on from what it has seen there.
+look), then the hand-coded expert goes on from what it has seen there. While it searches, it skips
+the receptacles memory says were empty or held no target (the next one on its own list instead).
 """
 
 from __future__ import annotations
@@ -73,6 +74,18 @@ def remembered_places(memory: list[str], classes: set[str]) -> list[str]:
             continue
         if any(c in classes for c, _ in _OBJECT.findall(m.group("objects"))) and m.group("recep") not in out:
             out.append(m.group("recep"))
+    return out
+
+
+def remembered_misses(memory: list[str], target: str) -> set[str]:
+    """The receptacles that earlier attempts' facts say were empty or held no object of `target`."""
+    out: set[str] = set()
+    for fact in memory:
+        f = fact.strip()
+        if f.endswith(" was empty."):
+            out.add(f[: -len(" was empty.")])
+        elif f.endswith(f" held no {target}."):
+            out.add(f[: -len(f" held no {target}.")])
     return out
 
 
@@ -170,7 +183,7 @@ class AlfworldExpert:
 
     def _steered(self, memory: list[str]) -> str | None:
         """Where memory says the target is, while this attempt has not looked there nor seen one."""
-        if self.facts.saw({self.target}) or self._holding_target():
+        if not self._searching():
             return None
         for place in remembered_places(memory, {self.target}):
             if place in self.facts.places:
@@ -181,11 +194,28 @@ class AlfworldExpert:
                 return f"open {place}"
         return None
 
+    def _searching(self) -> bool:
+        return not self.facts.saw({self.target}) and not self._holding_target()
+
+    def _around_misses(self, memory: list[str], suggestion: str | None) -> str | None:
+        """While searching, a `go to` a receptacle that memory says held no target becomes a `go to`
+        the next receptacle on the hand-coded expert's own list that memory does not rule out (its
+        state is left as it is: the answer is read-only)."""
+        if suggestion is None or not suggestion.startswith("go to ") or not self._searching():
+            return suggestion
+        misses = remembered_misses(memory, self.target)
+        if suggestion[len("go to ") :] not in misses:
+            return suggestion
+        todo = [r for r in self.agent.policy.receptacles_to_check if r not in misses and r not in self.facts.places]
+        return f"go to {todo[-1]}" if todo else suggestion
+
     def advice(self, memory: list[str], done: bool, admissible: list[str]) -> dict[str, Any]:
         self._feed()
         facts = self.facts.sentences()
         if done:
             return {"action": None, "facts": facts}
         steered = self._steered(memory)
-        action = steered if steered in admissible else self.suggestion
-        return {"action": action, "facts": facts}
+        if steered in admissible:
+            return {"action": steered, "facts": facts}
+        action = self._around_misses(memory, self.suggestion)
+        return {"action": action if action in admissible else self.suggestion, "facts": facts}

@@ -21,7 +21,7 @@ except ImportError as e:  # pragma: no cover - the pinned environment has them
 from envhelp import Client, running
 
 from mage_envs import alfworld_data as data
-from mage_envs.alfworld_expert import AttemptFacts, looked_at, remembered_places, seen_objects
+from mage_envs.alfworld_expert import AttemptFacts, looked_at, remembered_misses, remembered_places, seen_objects
 from mage_envs.alfworld_server import AlfworldEnv
 
 CONFIG = {"split": "valid_seen", "taskTypes": "1-4", "maxSteps": 50}
@@ -43,6 +43,7 @@ def test_observations_read_as_facts() -> None:
     assert f.sentences() == ["cabinet 3 held a mug 1.", "drawer 1 was empty.", "shelf 1 held no mug."]
     assert remembered_places(f.sentences(), {"mug"}) == ["cabinet 3"]
     assert remembered_places(["shelf 1 held no mug.", "drawer 1 was empty."], {"mug"}) == []
+    assert remembered_misses(f.sentences(), "mug") == {"drawer 1", "shelf 1"}
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +109,20 @@ def test_the_expert_is_read_only_and_deterministic(client: Client) -> None:
         step = client.ok("/step", {"session": sid, "seq": 1, "action": "<action>go to sofa 1</action>"})
         seen.append((first, step["observation"], client.ok("/expert", {"session": sid})))
     assert seen[0] == seen[1]
+
+
+def test_memory_of_where_the_object_was_not_skips_those_places(client: Client) -> None:
+    # An attempt cut after 6 steps sees only places without the book; the next one skips them.
+    sid = client.ok("/create", {"env": "alfworld", "seed": 13, "config": {**CONFIG, "maxSteps": 6}})["session"]
+    _, last, seq = follow(client, sid, [], 0)
+    assert not last["won"]
+    facts = client.ok("/expert", {"session": sid})["facts"]
+    assert facts and all(" held a " not in f for f in facts), facts
+    misses = {f.split(" was empty.")[0].split(" held no ")[0] for f in facts}
+    client.ok("/close", {"session": sid})
+    sid = client.ok("/create", {"env": "alfworld", "seed": 13, "config": CONFIG})["session"]
+    after, last, _ = follow(client, sid, facts, 0)
+    assert last["won"]
+    search = after[: first_take(after)]
+    assert not any(a.startswith("go to ") and a[len("go to "):] in misses for a in search), (misses, after)
+    assert first_take(after) + 1 < 13, after  # 13 without memory (the test above)

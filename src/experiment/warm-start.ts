@@ -149,9 +149,11 @@ export function warmStartProgress(dir: string): string | null {
 
 function torchGame(config: MageConfig): (typeof TORCH_PRETRAIN_GAMES)[number] {
   const game = config.game as (typeof TORCH_PRETRAIN_GAMES)[number];
-  if (!TORCH_PRETRAIN_GAMES.includes(game)) {
+  // A served environment's warm start is its own config file (`mage pretrain --config`), run apart.
+  const builtIn = TORCH_PRETRAIN_GAMES.filter((g) => g !== "remote");
+  if (!(builtIn as readonly string[]).includes(game)) {
     throw new UsageError(
-      `warmStart: real models are warm-started for ${TORCH_PRETRAIN_GAMES.join(", ")} only, not ${config.game}`,
+      `warmStart: real models are warm-started for ${builtIn.join(", ")} only, not ${config.game} (a served environment: mage pretrain --config FILE, then model.torch.path)`,
     );
   }
   return game;

@@ -32,6 +32,11 @@ export interface GenerateRequest {
   sampling: SamplingParams;
   /** Per-request seed (uint32) so a sequence's sample does not depend on its batch. */
   seed: number;
+  /**
+   * Which call of which trial this is (set by the trial runner). Models ignore it; a scripted
+   * player that keeps state per trial (the served environments' expert player) reads it.
+   */
+  trial?: { trialId: number; attempt: number; phase: "play" | "reflect"; turn: number };
 }
 
 export interface Generation {

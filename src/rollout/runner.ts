@@ -294,6 +294,7 @@ class Rollout {
       messages: messagesFor(t, phase, this.opts),
       sampling: this.opts.sampling,
       seed: requestSeed(this.root, t.spec.trialId, t.attempt, phase, t.turn),
+      trial: { trialId: t.spec.trialId, attempt: t.attempt, phase, turn: t.turn },
     };
   }
 

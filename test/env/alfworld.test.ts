@@ -10,6 +10,7 @@ import type { GenerateRequest, Generation, Policy } from "../../src/policy/types
 import { runTrials } from "../../src/rollout/runner.js";
 import type { TrialSpec } from "../../src/rollout/types.js";
 import { openRemoteTask, type RemoteTaskDefinition } from "../../src/tasks/remote.js";
+import { buildServedCorpus, type ExpertCall } from "../../src/train/pretrain/served-corpus.js";
 import { pythonPath, REPO_ROOT } from "../openspiel/python.js";
 import { RUNNER } from "./helpers.js";
 
@@ -193,5 +194,52 @@ describe("ALFWorld through game: remote", { skip }, () => {
       3,
     );
     assert.equal(by.valid_unseen.successAt.length, 2);
+  });
+
+  it("the warm start's corpus: the expert's play, remarks that state only what the failed attempt looked at", async () => {
+    const def = await openRemoteTask({
+      url,
+      name: "alfworld",
+      config: { split: "valid_seen", taskTypes: "1-4", maxSteps: 30 },
+      timeoutMs: 120_000,
+    });
+    assert.equal(def.env.expert, true);
+    const calls: ExpertCall[] = [];
+    const corpus = await buildServedCorpus({
+      def,
+      trials: 2,
+      rng: Rng.seeded(3),
+      maxTurns: 5,
+      onExpert: (c) => calls.push(c),
+    });
+    assert.ok(corpus.stats.reflections > 0, "5 turns are too few for the expert's first attempt");
+    for (const t of corpus.trials) {
+      let looked = new Set<string>();
+      const stated: string[] = [];
+      for (const m of t.messages) {
+        if (m.role === "user" && /^Attempt \d+\.$/m.test(m.content)) looked = new Set();
+        if (m.role !== "assistant") continue;
+        const place = /^<action>(?:go to|open|examine) (.+)<\/action>$/.exec(m.content)?.[1];
+        if (place) looked.add(place);
+        const remark = /^<remark>(.*)<\/remark>$/.exec(m.content)?.[1];
+        if (!remark) continue;
+        const facts = remark.match(/[a-z]+ \d+ (?:held [^.]*|was empty)\./g) ?? [];
+        for (const f of facts) {
+          const where = /^([a-z]+ \d+) (?:held|was)/.exec(f)![1];
+          assert.ok(looked.has(where), `"${f}" is about ${where}, which the attempt never looked at`);
+        }
+        stated.push(...facts);
+      }
+      for (const c of calls.filter((x) => x.attempt > 0))
+        assert.ok(
+          c.memory.every((f) => corpus.trials.some((tr) => tr.messages.some((m) => m.content.includes(f)))),
+        );
+      assert.ok(stated.length > 0);
+    }
+    assert.ok(
+      calls.some((c) => c.attempt > 0 && c.memory.length > 0),
+      "later attempts got the stated facts",
+    );
+    def.client.destroy();
   });
 });

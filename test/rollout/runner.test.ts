@@ -114,6 +114,37 @@ describe("trial runner", () => {
     }
   });
 
+  it("keys every request with its trial, attempt, phase and turn, as the rows record them", async () => {
+    const inner = scriptedPolicy("kuhn");
+    const seen: string[] = [];
+    const keyed = {
+      name: "keyed",
+      calls: 0,
+      generate(requests: readonly GenerateRequest[]) {
+        for (const r of requests) seen.push(JSON.stringify(r.trial));
+        return inner.generate(requests);
+      },
+    };
+    const trials = await run("kuhn", OPTS, 8, keyed);
+    // A reflect row belongs to the attempt it prepares; its request is keyed by the attempt it
+    // ends, at the turn count that attempt reached.
+    const expected = trials.flatMap((t) =>
+      t.rows.map((r) =>
+        JSON.stringify(
+          r.phase === "play"
+            ? { trialId: t.trialId, attempt: r.attempt, phase: "play", turn: r.turn }
+            : {
+                trialId: t.trialId,
+                attempt: r.attempt - 1,
+                phase: "reflect",
+                turn: t.attempts[r.attempt - 1].turns,
+              },
+        ),
+      ),
+    );
+    assert.deepEqual([...seen].sort(), [...expected].sort());
+  });
+
   it("gives identical transcripts whatever the batching and concurrency", async () => {
     const a = await run("tictactoe", OPTS);
     const b = await run("tictactoe", { ...OPTS, maxBatch: 1 });

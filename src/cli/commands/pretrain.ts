@@ -11,6 +11,7 @@ import { parseKnobsArg, type TaskKnobs } from "../../train/config.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import type { PretrainEvaluation } from "../../train/pretrain/evaluate.js";
 import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
+import { loadServedPretrainConfig, openServedPretrain } from "../../train/pretrain/served-config.js";
 import { formatTargetValue } from "../../train/pretrain/target-text.js";
 import {
   runTorchPretrain,
@@ -109,12 +110,19 @@ function checkBackendFlags(backend: (typeof BACKENDS)[number], values: Record<st
  */
 const LOW_CANDIDATE_MASS = 0.5;
 
+function successText(at: readonly number[]): string {
+  return at.map(pct).join("  ");
+}
+
 /** The sampled checks' lines, shared by both backends' summaries. */
 export function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
   const lines = [
     `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid  [${(evalMs / 1000).toFixed(1)} s]`,
   ];
   for (const t of e.targets) lines.push(`    ${t.met ? "ok  " : "MISS"} ${t.name}: ${formatTargetValue(t)}`);
+  if (e.successAt) lines.push(`    success@k ${successText(e.successAt)} (k = 1..${e.successAt.length})`);
+  for (const [category, c] of Object.entries(e.byCategory ?? {}))
+    lines.push(`      ${category} (${c.trials} trials): ${successText(c.successAt)}`);
   const sampled = Object.entries(e.entropy.sampledBySeat)
     .map(([seat, b]) => `${seat} ${b.toFixed(2)}`)
     .join(", ");
@@ -142,7 +150,7 @@ export function formatTorchPretrainReport(r: TorchPretrainReport): string {
   const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   const t = r.timings;
   const lines = [
-    `mage pretrain --game ${r.game} --backend torch: ${r.base.name} (${r.model.architecture}, ${r.model.parameters} parameters, ${r.model.lora ? `LoRA rank ${r.model.lora.rank}, ${r.model.trainableParameters} trainable` : "full fine-tuning"}), ${r.settings.device} ${r.settings.dtype}`,
+    `mage pretrain --game ${r.env ? `remote (${r.env.name} at ${r.env.url})` : r.game} --backend torch: ${r.base.name} (${r.model.architecture}, ${r.model.parameters} parameters, ${r.model.lora ? `LoRA rank ${r.model.lora.rank}, ${r.model.trainableParameters} trainable` : "full fine-tuning"}), ${r.settings.device} ${r.settings.dtype}`,
     `  base     ${r.base.dir} (model.safetensors sha256 ${r.base.sha256 ?? "n/a"})`,
     ...knobsLines(r.taskKnobs),
     `  corpus   ${r.corpus.trials} trials, ${r.corpus.tokens} tokens in the model's template (${r.corpus.scoredTokens} scored), ${r.corpus.playResponses} play answers (${r.corpus.malformed} malformed), ${r.corpus.reflections} reflections  [${sec(t.corpusMs + t.renderMs)}]`,
@@ -218,6 +226,8 @@ const FLAGS = {
   resume: { type: "boolean" },
   "checkpoint-seconds": { type: "string" },
   "eval-batch": { type: "string" },
+  config: { type: "string" },
+  "reflection-facts": { type: "string" },
   json: { type: "boolean", default: false },
 } as const;
 
@@ -228,6 +238,9 @@ export const command: Command = {
   usage: USAGE,
   async run(argv: string[]): Promise<number> {
     const { values }: { values: FlagValues } = parseFlags(argv, FLAGS, USAGE);
+    if (values.config !== undefined) return runServedCommand(values);
+    if (values["reflection-facts"] !== undefined)
+      throw new UsageError("--reflection-facts is for a served environment's warm start (--config FILE)");
     if (values.game === undefined)
       throw new UsageError(`--game is required; valid choices: ${PRETRAIN_GAMES.join(", ")}`);
     const backend = expectChoice("backend", (values.backend as string | undefined) ?? "embedded", BACKENDS);
@@ -279,6 +292,10 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
       "--model DIR is required with --backend torch (a local Hugging Face model directory)",
     );
   const game = expectChoice("game (with --backend torch)", str("game")!, TORCH_PRETRAIN_GAMES);
+  if (game === "remote")
+    throw new UsageError(
+      "--game remote: give the served environment in --config FILE (configs/pretrain/alfworld-smollm2.yaml)",
+    );
   const report = await runTorchPretrain({
     game,
     model,
@@ -310,4 +327,73 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     values.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatTorchPretrainReport(report)}\n`,
   );
   return 0;
+}
+
+/** The torch settings the command line sets (undefined where a flag is absent). */
+function torchFlagSettings(values: FlagValues) {
+  const str = (k: string) => values[k] as string | undefined;
+  return {
+    steps: intFlag("steps", str("steps"), { min: 1 }),
+    lr: numberFlag("lr", str("lr")),
+    loraRank: intFlag("lora-rank", str("lora-rank"), { min: 0 }),
+    corpusTrials: intFlag("corpus-trials", str("corpus-trials"), { min: 1 }),
+    evalTrials: intFlag("eval-trials", str("eval-trials"), { min: 1 }),
+    batchTokens: intFlag("batch-tokens", str("batch-tokens"), { min: 1 }),
+    microBatchTokens: intFlag("micro-batch-tokens", str("micro-batch-tokens"), { min: 1 }),
+    actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
+    epsilon: rateFlag("epsilon", str("epsilon")),
+    reflectionFacts: intFlag("reflection-facts", str("reflection-facts"), { min: 1 }),
+    dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
+    device: str("device"),
+    threads: intFlag("threads", str("threads"), { min: 0 }),
+    prefixCacheMB: intFlag("prefix-cache-mb", str("prefix-cache-mb"), { min: 0 }),
+    evalBatch: intFlag("eval-batch", str("eval-batch"), { min: 1 }),
+  };
+}
+
+/** Flags that do not apply to a served environment's warm start. */
+const NOT_SERVED_FLAGS = [
+  "game",
+  "backend",
+  "knobs",
+  "tactical-rate",
+  "reflection-moves",
+  "unlikelihood",
+  ...EMBEDDED_ONLY_FLAGS,
+];
+
+/** `mage pretrain --config FILE`: a torch warm start on a served environment with an expert. */
+async function runServedCommand(values: FlagValues): Promise<number> {
+  const given = NOT_SERVED_FLAGS.filter((f) => values[f] !== undefined && values[f] !== false);
+  if (given.length > 0)
+    throw new UsageError(
+      `${given.map((f) => `--${f}`).join(", ")}: not with --config (the file names the game, a served environment)`,
+    );
+  const str = (k: string) => values[k] as string | undefined;
+  const file = loadServedPretrainConfig(str("config")!);
+  const flags = Object.fromEntries(
+    Object.entries(torchFlagSettings(values)).filter(([, v]) => v !== undefined),
+  );
+  const served = await openServedPretrain(file);
+  try {
+    const report = await runTorchPretrain({
+      ...file.settings,
+      ...flags,
+      game: "remote",
+      model: str("model") ?? file.model,
+      out: str("out") ?? file.out ?? undefined,
+      seed: intFlag("seed", str("seed")) ?? file.seed,
+      served,
+      resume: values.resume === true,
+      checkpointSeconds: intFlag("checkpoint-seconds", str("checkpoint-seconds"), { min: 0 }),
+      progress: values.json ? null : process.stderr,
+    });
+    process.stdout.write(
+      values.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatTorchPretrainReport(report)}\n`,
+    );
+    return 0;
+  } finally {
+    served.corpus.client.destroy();
+    served.checks.client.destroy();
+  }
 }

@@ -795,6 +795,38 @@ export function trialTranscript(rec: TrialRecord): { messages: ChatMessage[]; ki
   return { messages, kinds };
 }
 
+/**
+ * The corpus trials of finished trial records and their counts; `played[i]` is record i's spec
+ * (its opponent and seat) and whether it was played with hindsight reflect prompts.
+ */
+export function tallyCorpus(
+  records: readonly TrialRecord[],
+  played: readonly { opponent: string | null; seat: string | null; hindsight: boolean }[],
+): { trials: CorpusTrial[]; stats: CorpusStats } {
+  const stats: CorpusStats = { trials: 0, playResponses: 0, malformed: 0, reflections: 0 };
+  const trials: CorpusTrial[] = records.map((rec, i) => {
+    const { messages, kinds } = trialTranscript(rec);
+    stats.trials++;
+    if (rec.attempts.some((a) => a.won)) stats.won = (stats.won ?? 0) + 1;
+    if (rec.attempts[0]?.won) stats.wonFirst = (stats.wonFirst ?? 0) + 1;
+    for (const k of kinds) {
+      if (k === "reflection") stats.reflections++;
+      else stats.playResponses++;
+      if (k === "malformed") stats.malformed++;
+    }
+    return {
+      opponent: played[i].opponent,
+      seat: played[i].seat,
+      hindsight: played[i].hindsight,
+      messages,
+      kinds,
+      attempts: rec.attempts.length,
+      won: rec.attempts.some((a) => a.won),
+    };
+  });
+  return { trials, stats };
+}
+
 /** Plays `trials` trials of `game` with the unskilled scripted player and returns their transcripts. */
 export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
   const game = checkPretrainGame(opts.game);
@@ -849,28 +881,10 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
     });
     for (const r of recs) records.set(r.trialId, r);
   }
-  const stats: CorpusStats = { trials: 0, playResponses: 0, malformed: 0, reflections: 0 };
-  const trials: CorpusTrial[] = specs.map((s, i) => {
-    const rec = records.get(s.trialId)!;
-    const { messages, kinds } = trialTranscript(rec);
-    stats.trials++;
-    if (rec.attempts.some((a) => a.won)) stats.won = (stats.won ?? 0) + 1;
-    if (rec.attempts[0]?.won) stats.wonFirst = (stats.wonFirst ?? 0) + 1;
-    for (const k of kinds) {
-      if (k === "reflection") stats.reflections++;
-      else stats.playResponses++;
-      if (k === "malformed") stats.malformed++;
-    }
-    return {
-      opponent: s.opponent,
-      seat: s.seat,
-      hindsight: withHindsight[i],
-      messages,
-      kinds,
-      attempts: rec.attempts.length,
-      won: rec.attempts.some((a) => a.won),
-    };
-  });
+  const { trials, stats } = tallyCorpus(
+    specs.map((s) => records.get(s.trialId)!),
+    specs.map((s, i) => ({ opponent: s.opponent, seat: s.seat, hindsight: withHindsight[i] })),
+  );
   return { game, trials, stats };
 }
 

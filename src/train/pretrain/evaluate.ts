@@ -80,7 +80,8 @@ export interface TargetCheck {
 }
 
 export interface PretrainEvaluation {
-  game: PretrainGame;
+  /** The built-in game, or "remote" for a served environment's checks (`served-checks.ts`). */
+  game: PretrainGame | "remote";
   trials: number;
   playAnswers: number;
   validPlayAnswers: number;
@@ -94,6 +95,9 @@ export interface PretrainEvaluation {
   remarkValidRate: number;
   /** Trials won (in any attempt) by the sampled model, for information. */
   winRate: number;
+  /** Served environments: success@1..K of the sampled trials, overall and per category. */
+  successAt?: number[];
+  byCategory?: Record<string, { trials: number; successAt: number[] }>;
   /** TicTacToe: one-move wins taken and threats blocked in the sampled play, for information. */
   tactics?: TacticsCount;
   entropy: EntropyReport;
@@ -334,7 +338,7 @@ async function checkTrials(
 }
 
 /** Invalid play answers counted by reason (cells and quoted text generalised), and a few examples. */
-function invalidAnswers(
+export function invalidAnswers(
   play: readonly Row[],
   reflect: readonly Row[],
 ): Pick<PretrainEvaluation, "invalidReasons" | "invalidExamples"> {

@@ -10,7 +10,8 @@ import type { SftSummary } from "./sft.js";
  * run (torch-run.ts) and its resume (torch-resume.ts), which reads an earlier run's report.
  */
 
-export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
+/** "remote": a served environment that declares an expert (`served-corpus.ts`, `mage pretrain --config`). */
+export const TORCH_PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper", "remote"] as const;
 export type TorchPretrainGame = (typeof TORCH_PRETRAIN_GAMES)[number];
 
 export const TORCH_DTYPES = ["float32", "bfloat16", "float16", "auto"] as const;
@@ -54,6 +55,8 @@ export interface TorchPretrainSettings {
    * TicTacToe, as `epsilon`.
    */
   reflectionMoves?: number;
+  /** Served environments: most facts a corpus reflection states (absent for the built-in games). */
+  reflectionFacts?: number;
   /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
   loraRank: number;
   dtype: (typeof TORCH_DTYPES)[number];
@@ -99,6 +102,8 @@ export interface TorchPretrainReport {
   settings: TorchPretrainSettings;
   /** The task knobs it played with (`mage eval --model` and `mage train` read them from here). */
   taskKnobs: TaskKnobs;
+  /** `game: remote`: the served environment, the corpus's config and the checks'. */
+  env?: { url: string; name: string; config: Record<string, unknown>; checksConfig: Record<string, unknown> };
   base: BaseModelRecord;
   model: TorchModelInfo & { lora: TorchModelConfig["lora"] };
   /** What the directory holds: a plain HF model, with LoRA merged into the base's weights. */

@@ -49,6 +49,8 @@ export interface TorchResumeInputs {
   settings: TorchPretrainSettings;
   taskKnobs: unknown;
   base: BaseModelRecord;
+  /** `game: remote`: the served environment and configs (absent for the built-in games). */
+  env?: TorchPretrainReport["env"];
 }
 
 export function planTorchResume(want: TorchResumeInputs): TorchResumePlan {
@@ -70,7 +72,7 @@ function shown(v: unknown): string {
 /** What names a warm start: a report's or an SFT checkpoint's fields that a resumed run must share. */
 type WarmStartIdentity = Pick<
   TorchPretrainReport,
-  "backend" | "game" | "seed" | "taskKnobs" | "base" | "settings"
+  "backend" | "game" | "seed" | "taskKnobs" | "base" | "settings" | "env"
 >;
 
 /** The first field in which the directory's warm start differs from the one asked for, or null. */
@@ -81,6 +83,7 @@ function firstMismatch(report: WarmStartIdentity, want: TorchResumeInputs): stri
     ["seed", report.seed, want.seed],
     ["taskKnobs", report.taskKnobs, want.taskKnobs],
     ["base sha256", report.base?.sha256, want.base.sha256],
+    ["env", report.env, want.env],
   ];
   for (const [name, had, asked] of top)
     if (JSON.stringify(had) !== JSON.stringify(asked)) return `${name} ${shown(had)}, not ${shown(asked)}`;

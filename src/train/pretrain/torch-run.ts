@@ -33,6 +33,9 @@ import { collectRunMeta } from "../run-meta.js";
 import { buildCorpus, type CorpusStats, type CorpusTrial } from "./corpus.js";
 import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } from "./evaluate.js";
 import { corpusSummary, corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
+import { evaluateServed } from "./served-checks.js";
+import type { ServedPretrain } from "./served-config.js";
+import { buildServedCorpus, SERVED_CORPUS_DEFAULTS } from "./served-corpus.js";
 import { type SftExample, summarizeSft } from "./sft.js";
 import { torchAnswerScorer } from "./torch-checks.js";
 import {
@@ -151,6 +154,25 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     epsilon: PRETRAIN_DEFAULTS.minesweeper.epsilon,
     reflectionMoves: 3,
   },
+  // A served environment with an expert (ALFWorld): whole 3-attempt compact trials of about
+  // 2,400 SmolLM2 tokens (at most 3,400), so a step packs one or two and a micro-batch holds one.
+  // On the shared 2-core machine a corpus trial costs about 10 s to play and 54 s of SFT (45
+  // tokens/s), so 15 take about 16 minutes; the 100 checks the issue asks for take about 2 hours
+  // there (1.5-2.2 s per sampled answer on one CPU thread): docs/environments.md, ALFWorld, "Warm start".
+  remote: {
+    ...SHARED_TORCH_SETTINGS,
+    steps: 9,
+    warmupSteps: 2,
+    batchTokens: 4096,
+    microBatchTokens: 4096,
+    corpusTrials: 15,
+    evalTrials: 100,
+    evalBatch: 50,
+    actionWeight: 1,
+    unlikelihood: 0,
+    epsilon: SERVED_CORPUS_DEFAULTS.epsilon,
+    reflectionFacts: SERVED_CORPUS_DEFAULTS.reflectionFacts,
+  },
 };
 
 /**
@@ -162,6 +184,7 @@ export const TORCH_PRETRAIN_KNOBS: Record<TorchPretrainGame, TaskKnobs> = {
   tictactoe: { tictactoe: { cells: "digits" } },
   sokoban: {},
   minesweeper: { minesweeper: { cells: "digits" } },
+  remote: {},
 };
 
 /**
@@ -204,6 +227,8 @@ export interface TorchPretrainOptions extends Partial<TorchPretrainSettings> {
   checkpointSeconds?: number;
   /** Passed to the worker (tests). */
   worker?: Partial<TorchWorkerOptions>;
+  /** `game: remote`: the served environment with an expert (`openServedPretrain`). */
+  served?: ServedPretrain;
 }
 
 function checkPositiveInt(flag: string, v: number): void {
@@ -251,6 +276,10 @@ export function resolveTorchSettings(
     throw new UsageError(`--unlikelihood must be a number ≥ 0 (0: plain SFT), got ${s.unlikelihood}`);
   checkRate("tactical-rate", s.tacticalRate);
   if (s.epsilon !== undefined) checkRate("epsilon", s.epsilon);
+  if (opts.reflectionFacts !== undefined && !("reflectionFacts" in TORCH_PRETRAIN_DEFAULTS[game]))
+    throw new UsageError(`reflectionFacts is for served environments' corpus player, not ${game}`);
+  if (s.reflectionFacts !== undefined && !(Number.isInteger(s.reflectionFacts) && s.reflectionFacts >= 1))
+    throw new UsageError(`reflectionFacts must be an integer ≥ 1, got ${s.reflectionFacts}`);
   if (s.reflectionMoves !== undefined && !(Number.isInteger(s.reflectionMoves) && s.reflectionMoves >= 0))
     throw new UsageError(`--reflection-moves must be an integer ≥ 0 (0: all), got ${s.reflectionMoves}`);
   checkRate("malformedRate", s.malformedRate);
@@ -336,6 +365,8 @@ interface TorchRun {
   root: Rng;
   stream: NodeJS.WriteStream | null;
   say: (line: string) => void;
+  /** `game: remote`: the served environments; null for the built-in games. */
+  served: ServedPretrain | null;
 }
 
 function prepareRun(opts: TorchPretrainOptions): TorchRun {
@@ -345,8 +376,16 @@ function prepareRun(opts: TorchPretrainOptions): TorchRun {
   const seed = opts.seed ?? 0;
   if (!(Number.isInteger(seed) && seed >= 0))
     throw new UsageError(`--seed must be an integer ≥ 0, got ${seed}`);
+  const served = opts.served ?? null;
+  if (game === "remote" && served === null)
+    throw new UsageError(
+      "--game remote warm-starts on a served environment with an expert: give it in --config FILE (configs/pretrain/alfworld-smollm2.yaml)",
+    );
+  if (game !== "remote" && served !== null)
+    throw new UsageError(`a served environment is for --game remote, not ${game}`);
+  const label = served ? served.record.name : game;
   const modelDir = checkModelDir(opts.model);
-  const out = resolve(opts.out ?? join(dirname(modelDir), `${basename(modelDir)}-${game}-warm`));
+  const out = resolve(opts.out ?? join(dirname(modelDir), `${basename(modelDir)}-${label}-warm`));
   if (out === modelDir)
     throw new UsageError(`--out must differ from --model (${out} would replace the base)`);
   const stream = opts.progress === undefined ? process.stderr : opts.progress;
@@ -360,17 +399,29 @@ function prepareRun(opts: TorchPretrainOptions): TorchRun {
     seed,
     modelDir,
     out,
-    root: Rng.seeded(seed).derive("pretrain", game),
+    root: served
+      ? Rng.seeded(seed).derive("pretrain", game, label)
+      : Rng.seeded(seed).derive("pretrain", game),
     stream,
     say,
+    served,
   };
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
-async function corpusPhase(r: TorchRun) {
-  const t = performance.now();
-  const corpus = await buildCorpus({
+/** The corpus: the served environment's expert player, or the built-in game's scripted player. */
+function playCorpus(r: TorchRun) {
+  if (r.served)
+    return buildServedCorpus({
+      def: r.served.corpus,
+      trials: r.settings.corpusTrials,
+      rng: r.root.derive("corpus"),
+      malformedRate: r.settings.malformedRate,
+      ...(r.settings.epsilon !== undefined ? { epsilon: r.settings.epsilon } : {}),
+      ...(r.settings.reflectionFacts !== undefined ? { reflectionFacts: r.settings.reflectionFacts } : {}),
+    });
+  return buildCorpus({
     game: r.game,
     trials: r.settings.corpusTrials,
     rng: r.root.derive("corpus"),
@@ -380,6 +431,11 @@ async function corpusPhase(r: TorchRun) {
     ...(r.settings.reflectionMoves !== undefined ? { reflectionMoves: r.settings.reflectionMoves } : {}),
     taskOptions: taskKnobOptions(r.game, r.taskKnobs),
   });
+}
+
+async function corpusPhase(r: TorchRun) {
+  const t = performance.now();
+  const corpus = await playCorpus(r);
   const c = corpus.stats;
   r.say(
     `corpus of ${c.trials} trials, ${c.playResponses} play answers (${c.malformed} malformed), ` +
@@ -425,7 +481,7 @@ async function renderPhase(r: TorchRun, learner: TorchLearner, trials: readonly 
   const examples = await encodeWithTemplate(learner, trials, {
     contextLength: learner.info.contextLength,
     actionWeight: r.settings.actionWeight,
-    ...(r.settings.unlikelihood > 0
+    ...(r.settings.unlikelihood > 0 && r.game !== "remote"
       ? { unlikely: { game: r.game, tokenize: cachedTokenizer(templateTokenizer(learner)) } }
       : {}),
   });
@@ -490,6 +546,15 @@ async function checkInto(r: TorchRun, learner: TorchLearner, report: TorchPretra
 
 function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvaluation> {
   r.say(`sampling ${r.settings.evalTrials} fresh trials at temperature 1 …`);
+  if (r.served)
+    return evaluateServed({
+      def: r.served.checks,
+      policy: new TorchPolicy(learner, `pretrain-${r.served.record.name}`),
+      rng: r.root.derive("eval"),
+      trials: r.settings.evalTrials,
+      maxBatch: r.settings.evalBatch,
+      targets: TORCH_PRETRAIN_TARGETS,
+    });
   return evaluatePretrained({
     game: r.game,
     policy: new TorchPolicy(learner, `pretrain-${r.game}`),
@@ -506,7 +571,7 @@ export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<Torc
   const r = prepareRun(opts);
   const base = await baseModelRecord(r.modelDir);
   if (opts.resume) {
-    const plan = planTorchResume({ ...r, base });
+    const plan = planTorchResume({ ...r, base, ...servedIdentity(r) });
     if (plan.kind === "done") {
       r.say(`${r.out} is complete, checks included: nothing to resume`);
       return plan.report;
@@ -543,6 +608,11 @@ async function resumeChecks(
   }
 }
 
+/** What names a served warm start beyond the built-in ones' fields: its server, environment and configs. */
+function servedIdentity(r: TorchRun): { env?: NonNullable<TorchPretrainReport["env"]> } {
+  return r.served ? { env: r.served.record } : {};
+}
+
 /** Where the SFT starts: an interrupted run's checkpoint with `--resume`, else step 0 (an old checkpoint removed). */
 async function sftStart(
   r: TorchRun,
@@ -550,7 +620,7 @@ async function sftStart(
   base: BaseModelRecord,
 ): Promise<SftProgress | null> {
   const dir = sftCheckpointDir(r.out);
-  if (opts.resume) return readSftCheckpoint({ ...r, base });
+  if (opts.resume) return readSftCheckpoint({ ...r, base, ...servedIdentity(r) });
   if (existsSync(dir)) {
     r.say(`removing the SFT checkpoint of an earlier run, ${dir} (--resume goes on from one)`);
     await removeSftCheckpoint(r.out);
@@ -570,6 +640,7 @@ function sftResumption(
   if (!(Number.isFinite(seconds) && seconds >= 0))
     throw new UsageError(`--checkpoint-seconds must be a number ≥ 0, got ${seconds}`);
   const identity = {
+    ...servedIdentity(r),
     backend: "torch" as const,
     game: r.game,
     seed: r.seed,
@@ -620,6 +691,7 @@ async function trainAndCheck(
       out: r.out,
       settings: r.settings,
       taskKnobs: r.taskKnobs,
+      ...(r.served ? { env: r.served.record } : {}),
       base,
       model: { ...learner.info, lora },
       ...trained,

@@ -1,0 +1,118 @@
+/**
+ * The checks of a warm start on a served environment: fresh trials of the checks' environment
+ * (ALFWorld: valid_seen) sampled from the model at temperature 1 through the trial runner, compact
+ * prompts, 3 attempts with reflections, batched: the share of play answers the environment accepts
+ * (ALFWorld: an admissible command), the share of reflections that are a non-empty `<remark>`, and
+ * success@1..K overall and per category (a category "a/b" counts in "a" and in "a/b": ALFWorld's
+ * split and its split and task type).
+ */
+import type { Rng } from "../../core/rng.js";
+import type { Policy } from "../../policy/types.js";
+import { runTrials } from "../../rollout/runner.js";
+import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
+import { assignGroups } from "../../tasks/population.js";
+import type { RemoteTaskDefinition } from "../../tasks/remote.js";
+import {
+  CHECK_SAMPLING,
+  invalidAnswers,
+  type PretrainEvaluation,
+  type PretrainTargets,
+  targetChecks,
+} from "./evaluate.js";
+
+export interface ServedCheckOptions {
+  def: RemoteTaskDefinition;
+  policy: Policy;
+  rng: Rng;
+  trials: number;
+  maxBatch: number;
+  targets: PretrainTargets;
+  attempts?: number;
+  maxTurns?: number;
+}
+
+/** Success@1..K: the share of trials won by attempt k (a cumulative or). */
+export function successAt(records: readonly TrialRecord[], attempts: number): number[] {
+  return Array.from({ length: attempts }, (_, k) => {
+    const won = records.filter((r) => r.attempts.slice(0, k + 1).some((a) => a.won)).length;
+    return records.length > 0 ? won / records.length : 0;
+  });
+}
+
+/** Success@k per category and per category prefix (ALFWorld: per split, per split and task type). */
+export function successByCategory(
+  records: readonly TrialRecord[],
+  attempts: number,
+): Record<string, { trials: number; successAt: number[] }> {
+  const groups = new Map<string, TrialRecord[]>();
+  for (const r of records) {
+    if (r.category === undefined) continue;
+    const parts = r.category.split("/");
+    for (let i = 1; i <= parts.length; i++) {
+      const key = parts.slice(0, i).join("/");
+      groups.set(key, [...(groups.get(key) ?? []), r]);
+    }
+  }
+  const out: Record<string, { trials: number; successAt: number[] }> = {};
+  for (const key of [...groups.keys()].sort()) {
+    const list = groups.get(key)!;
+    out[key] = { trials: list.length, successAt: successAt(list, attempts) };
+  }
+  return out;
+}
+
+function checkSpecs(trials: number, rng: Rng): TrialSpec[] {
+  return assignGroups({ numGroups: trials, pool: null, rng: rng.derive("groups") }).map((g) => ({
+    trialId: g.group,
+    groupId: g.group,
+    taskSeed: g.taskSeed,
+    opponent: null,
+    seat: null,
+  }));
+}
+
+export async function evaluateServed(opts: ServedCheckOptions): Promise<PretrainEvaluation> {
+  const t0 = performance.now();
+  const attempts = opts.attempts ?? 3;
+  const records = await runTrials(
+    checkSpecs(opts.trials, opts.rng),
+    () => opts.def.create({}),
+    opts.policy,
+    opts.rng.derive("run"),
+    {
+      attempts,
+      maxTurns: opts.maxTurns ?? opts.def.maxTurns,
+      reflection: "reflection_only",
+      promptStyle: "compact",
+      hindsight: false,
+      sampling: CHECK_SAMPLING,
+      maxBatch: opts.maxBatch,
+      concurrency: 1,
+    },
+  );
+  const rows = records.flatMap((r) => r.rows);
+  const play = rows.filter((r) => r.phase === "play");
+  const reflect = rows.filter((r) => r.phase === "reflect");
+  const validPlay = play.filter((r) => r.valid).length;
+  const validRemarks = reflect.filter((r) => r.valid).length;
+  const evaluation: PretrainEvaluation = {
+    game: "remote",
+    trials: records.length,
+    playAnswers: play.length,
+    validPlayAnswers: validPlay,
+    playValidRate: play.length > 0 ? validPlay / play.length : 0,
+    ...invalidAnswers(play, reflect),
+    reflections: reflect.length,
+    validRemarks,
+    remarkValidRate: reflect.length > 0 ? validRemarks / reflect.length : 0,
+    winRate: records.filter((r) => r.attempts.some((a) => a.won)).length / Math.max(1, records.length),
+    successAt: successAt(records, attempts),
+    byCategory: successByCategory(records, attempts),
+    entropy: { states: [], bySeat: {}, sampledBySeat: {} },
+    targets: [],
+    ms: 0,
+  };
+  evaluation.targets = targetChecks(evaluation, opts.targets);
+  evaluation.ms = performance.now() - t0;
+  return evaluation;
+}
