@@ -58,7 +58,7 @@ class Worker:
                 raise protocol(f"unknown op {op!r} (this worker speaks protocol {PROTOCOL_VERSION})")
             t0 = time.perf_counter()
             try:
-                with self._compute(op):
+                with self._compute(str(op)):
                     header, arrays = fn(req, frame.arrays)
             finally:
                 if op in WEIGHT_CHANGING_OPS:  # stored keys and values belong to the old weights
