@@ -381,6 +381,23 @@ export const ConfigSchema = z
         attempts: z.number().int().min(1).optional(),
         reflection: z.enum(["reflection_only", "history_only", "history_and_reflection", "none"]).optional(),
         cells: z.array(EvalCell).default([]),
+        /**
+         * `game: remote`: what evaluations play instead of the training environment's config and
+         * seeds (its fields laid over `env.config`; e.g. ALFWorld's valid_seen split after training
+         * on valid_train). null: the training environment.
+         */
+        env: z
+          .object({
+            config: z.record(z.string(), z.unknown()).default({}),
+            seeds: z
+              .object({ min: z.number().int(), max: z.number().int() })
+              .strict()
+              .nullable()
+              .default(null),
+          })
+          .strict()
+          .nullable()
+          .default(null),
         sampling: Sampling.prefault({ temperature: 0.7, topP: 0.8, topK: 20 }),
         /**
          * Test-time scaling: after the final evaluation, play these cells again with more attempts
@@ -487,6 +504,11 @@ export function validateConfig(raw: unknown, source = "(inline)"): MageConfig {
   if (c.game !== "remote" && c.env !== null) {
     throw new UsageError(
       `invalid config ${source}:\n  env: only game: remote takes an env section (game is ${c.game})`,
+    );
+  }
+  if (c.game !== "remote" && c.eval.env !== null) {
+    throw new UsageError(
+      `invalid config ${source}:\n  eval.env: only game: remote evaluates on another environment config (game is ${c.game})`,
     );
   }
   return c;

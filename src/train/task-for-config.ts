@@ -4,6 +4,7 @@
  * its config, the seed range, and every opponent and seat the population and the evaluation
  * cells name: UsageErrors with the server's own choices).
  */
+import { UsageError } from "../core/errors.js";
 import { loadTask, type TaskDefinition } from "../tasks/registry.js";
 import { openRemoteTask } from "../tasks/remote.js";
 import type { Seat } from "../tasks/types.js";
@@ -16,7 +17,31 @@ export function gameName(config: MageConfig): string {
 
 export async function taskForConfig(config: MageConfig): Promise<TaskDefinition> {
   if (config.game !== "remote") return loadTask(config.game);
-  const def = await openRemoteTask(config.env!);
+  return checkedOpponents(config, await openRemoteTask(config.env!));
+}
+
+/**
+ * The task the run's evaluations play: the training task, or with `eval.env` the served
+ * environment with that config laid over `env.config` and those seeds (checked the same way).
+ */
+export async function evalTaskForConfig(config: MageConfig, task: TaskDefinition): Promise<TaskDefinition> {
+  const over = config.eval.env;
+  if (config.game !== "remote" || over === null) return task;
+  const env = config.env!;
+  try {
+    const def = await openRemoteTask({
+      ...env,
+      config: { ...env.config, ...over.config },
+      seeds: over.seeds ?? env.seeds,
+    });
+    return await checkedOpponents(config, def);
+  } catch (err) {
+    if (err instanceof UsageError) throw new UsageError(`eval.env (laid over env): ${err.message}`);
+    throw err;
+  }
+}
+
+async function checkedOpponents(config: MageConfig, def: TaskDefinition): Promise<TaskDefinition> {
   if (!def.twoPlayer || !def.checkOpponent) return def;
   const pairs = new Map<string, { spec: string; seat: Seat }>();
   const add = (spec: string, seat: Seat) => pairs.set(`${spec}\u0000${seat}`, { spec, seat });

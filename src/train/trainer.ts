@@ -19,7 +19,7 @@ import { appendEval, appendIteration, saveRunCheckpoint, truncateRunLogs } from 
 import { collectRunMeta, type RunMeta } from "./run-meta.js";
 import { evalScore, type RunIdentity, RunProgress, type TrainingJson } from "./run-state.js";
 import { type RunSummary, writeSummary } from "./summary.js";
-import { taskForConfig } from "./task-for-config.js";
+import { evalTaskForConfig, taskForConfig } from "./task-for-config.js";
 
 /**
  * `mage train`: the run loop. A run directory holds the resolved config, metrics.jsonl (one
@@ -185,7 +185,14 @@ async function trainWith(opts: TrainOptions, ctx: RunContext): Promise<TrainResu
   ctx.logging.logger = logger;
   // A served rollout model gets the weights the run (re)starts from.
   await backend.syncPolicy(startIteration);
-  const runEval = runEvaluator({ config, task, maxTurns, backend, progress: opts.progress !== false });
+  const evalTask = await evalTaskForConfig(config, task);
+  const runEval = runEvaluator({
+    config,
+    task: evalTask,
+    maxTurns,
+    backend,
+    progress: opts.progress !== false,
+  });
   const identity: RunIdentity = { config, meta: ctx.meta, baseModel: backend.baseModel };
 
   if (startIteration === 0 && config.eval.atStart) {

@@ -193,6 +193,44 @@ describe("mage train and mage eval with game: remote", () => {
     );
   });
 
+  it("eval.env: the evaluations play the env config and seeds laid over training's", async () => {
+    const sets = [
+      "eval: { every: 0, trials: 2, finalTrials: 4, env: { config: { numBoxes: 1 }, seeds: { min: 5, max: 5 } } }",
+    ];
+    const path = remoteConfig("eval-env.yaml", "sokoban", []);
+    const text = readFileSync(path, "utf8")
+      .replace(/population: .*\n/, "")
+      .replace(/eval: .*\n/, `${sets[0]}\n`);
+    writeFileSync(path, text);
+    const out = join(root, "eval-env-run");
+    await train({ config: loadConfig(path), outDir: out, resume: false, progress: false, log: () => {} });
+    const first = (file: string) =>
+      readTrialLog(join(out, file)).records.map((r) => r.memory!.attempts[0].initialObservation);
+    const evals = first("eval-transcripts.jsonl");
+    assert.ok(evals.length >= 2, `${evals.length} evaluation trials kept`);
+    assert.equal(new Set(evals).size, 1, "one seed: every evaluation trial is the same level");
+    assert.ok(
+      first("transcripts.jsonl").every((o) => !evals.includes(o)),
+      "training drew its levels from the training env",
+    );
+    const bad = loadConfig(path);
+    bad.eval.env = { config: { numBoxs: 1 }, seeds: null };
+    await assert.rejects(
+      train({
+        config: bad,
+        outDir: join(root, "eval-env-bad"),
+        resume: false,
+        progress: false,
+        log: () => {},
+      }),
+      (e: Error) => e instanceof UsageError && /eval\.env/.test(e.message) && /numBoxs/.test(e.message),
+    );
+    assert.throws(
+      () => validateConfig({ name: "x", game: "sokoban", eval: { env: { config: {} } } }),
+      /eval\.env: only game: remote/,
+    );
+  });
+
   it("the config needs an env section exactly with game: remote", () => {
     const base = { population: { opponents: [{ spec: "random" }] } };
     assert.throws(
