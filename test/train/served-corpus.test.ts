@@ -137,6 +137,9 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     assert.deepEqual(c.env.config, { split: "valid_train", taskTypes: "1-4", maxSteps: 30 });
     assert.equal(c.checks.config.split, "valid_seen");
     assert.equal(c.settings.evalTrials, 100);
+    const coin = loadServedPretrainConfig("configs/pretrain/coin-smollm2.yaml");
+    assert.deepEqual(coin.env.seeds, { min: 0, max: 999 }, "the train split's seeds");
+    assert.deepEqual(coin.checks.seeds, { min: 10000, max: 10999 }, "fresh dev seeds for the checks");
   });
 
   it("mage pretrain --config warm-starts on the served environment end to end", {

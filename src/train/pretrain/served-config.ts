@@ -18,6 +18,8 @@ const EnvSchema = z
     name: z.string().min(1),
     /** The environment config of the corpus's trials. */
     config: z.record(z.string(), z.unknown()).default({}),
+    /** The corpus's seed range (default: all the server's; TextWorldExpress needs its split's). */
+    seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
     timeoutMs: z.number().int().positive().default(120_000),
     retries: z.number().int().min(0).max(20).default(3),
     concurrency: z.number().int().positive().default(16),
@@ -59,7 +61,9 @@ export const ServedPretrainSchema = z
     seed: z.number().int().min(0).default(0),
     env: EnvSchema,
     /** The checks' fresh trials: the same server and environment with this config. */
-    checks: z.object({ config: z.record(z.string(), z.unknown()).default({}) }).strict(),
+    checks: z
+      .object({ config: z.record(z.string(), z.unknown()).default({}), seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null) })
+      .strict(),
     settings: SettingsSchema.default({}),
   })
   .strict();
@@ -107,10 +111,11 @@ export async function openServedPretrain(c: ServedPretrainConfig): Promise<Serve
     retries: c.env.retries,
     concurrency: c.env.concurrency,
     apiKeyEnv: c.env.apiKeyEnv,
+    seeds: c.env.seeds,
   };
   const corpus = await openRemoteTask(settings);
   checkExpertEnvironment(corpus);
-  const checks = await openRemoteTask({ ...settings, config: c.checks.config });
+  const checks = await openRemoteTask({ ...settings, config: c.checks.config, seeds: c.checks.seeds });
   return {
     corpus,
     checks,
