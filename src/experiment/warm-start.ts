@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
@@ -36,6 +37,8 @@ export const WarmStartSchema = z
     threads: z.number().int().min(0),
     prefixCacheMB: z.number().min(0),
     evalBatch: z.number().int().positive(),
+    /** `game: remote`: the served warm start's config file (`mage pretrain --config`), its settings under these. */
+    config: z.string().min(1),
   })
   .partial()
   .strict();
@@ -61,7 +64,7 @@ const RUNTIME_ONLY: ReadonlySet<string> = new Set(["threads", "prefixCacheMB", "
  */
 const KEYED_WITH_DEFAULT_EVAL_BATCH: ReadonlySet<string> = new Set(["kuhn", "tictactoe"]);
 
-const FLAGS: Record<keyof WarmStart, string> = {
+const FLAGS: Record<Exclude<keyof WarmStart, "config">, string> = {
   steps: "--steps",
   corpusTrials: "--corpus-trials",
   evalTrials: "--eval-trials",
@@ -86,11 +89,12 @@ const FLAGS: Record<keyof WarmStart, string> = {
  * weights, task knobs included when there are any (the Kuhn bases made before knobs keep their names).
  */
 export function warmStartKey(config: MageConfig, warm: WarmStart, knobs: string | null = null): string {
-  const game = torchGame(config);
+  const game = torchGame(config, warm);
   const base = config.model.torch.path;
   if (!base) throw new UsageError("warmStart: model.torch.path must name the base model to warm-start");
   const defaults = TORCH_PRETRAIN_DEFAULTS[game];
-  const resolved: Partial<TorchPretrainSettings> = { ...defaults, ...warm };
+  const { config: file, ...flags } = warm;
+  const resolved: Partial<TorchPretrainSettings> = { ...defaults, ...flags };
   const keyed = Object.entries(resolved).filter(
     ([k, v]) => v !== undefined && !RUNTIME_ONLY.has(k) && !(OFF_WHEN_ZERO.has(k) && v === 0),
   );
@@ -103,11 +107,13 @@ export function warmStartKey(config: MageConfig, warm: WarmStart, knobs: string 
         base: basename(base),
         recipe: TORCH_WARM_START_RECIPE,
         ...(knobs !== null ? { knobs } : {}),
+        ...(file !== undefined ? { served: servedConfigText(file) } : {}),
       }),
     )
     .digest("hex")
     .slice(0, 8);
-  return `${game}-${basename(base)}-${hash}`;
+  const label = game === "remote" && config.env ? config.env.name : game;
+  return `${label}-${basename(base)}-${hash}`;
 }
 
 /** The `mage pretrain --backend torch` arguments that warm-start `base` for `seed` into `out`. */
@@ -119,13 +125,17 @@ export function warmStartArgs(
   warm: WarmStart,
   knobs: string | null = null,
 ): string[] {
-  const args = ["pretrain", "--game", game, "--backend", "torch", "--model", base, "--seed", String(seed)];
+  const { config: file, ...flags } = warm;
+  const args =
+    file !== undefined
+      ? ["pretrain", "--config", file, "--model", base, "--seed", String(seed)]
+      : ["pretrain", "--game", game, "--backend", "torch", "--model", base, "--seed", String(seed)];
   // A base whose checks a stopped grid cut off gets them sampled, not trained again.
   args.push("--out", out, "--resume");
   if (knobs !== null) args.push("--knobs", knobs);
-  for (const [key, value] of Object.entries(warm)) {
+  for (const [key, value] of Object.entries(flags)) {
     if (value === undefined) continue;
-    args.push(FLAGS[key as keyof WarmStart], String(value));
+    args.push(FLAGS[key as keyof typeof FLAGS], String(value));
   }
   return args;
 }
@@ -147,14 +157,34 @@ export function warmStartProgress(dir: string): string | null {
   return sft ? `goes on after SFT step ${sft.done}/${sft.of}` : null;
 }
 
-function torchGame(config: MageConfig): (typeof TORCH_PRETRAIN_GAMES)[number] {
+function torchGame(config: MageConfig, warm: WarmStart): (typeof TORCH_PRETRAIN_GAMES)[number] {
   const game = config.game as (typeof TORCH_PRETRAIN_GAMES)[number];
-  // A served environment's warm start is its own config file (`mage pretrain --config`), run apart.
+  // A served environment's warm start is its own config file (`mage pretrain --config`).
+  if (game === "remote") {
+    if (warm.config === undefined)
+      throw new UsageError(
+        "warmStart.config: a served environment is warm-started from its pretrain config file (e.g. configs/pretrain/alfworld-smollm2.yaml)",
+      );
+    return game;
+  }
+  if (warm.config !== undefined)
+    throw new UsageError(
+      `warmStart.config: only a served environment (game: remote) takes one, not ${config.game}`,
+    );
   const builtIn = TORCH_PRETRAIN_GAMES.filter((g) => g !== "remote");
   if (!(builtIn as readonly string[]).includes(game)) {
     throw new UsageError(
-      `warmStart: real models are warm-started for ${builtIn.join(", ")} only, not ${config.game} (a served environment: mage pretrain --config FILE, then model.torch.path)`,
+      `warmStart: real models are warm-started for ${builtIn.join(", ")} only, not ${config.game}`,
     );
   }
   return game;
+}
+
+/** The served warm start's config file, whose every byte shapes the weights (a missing one names the field). */
+function servedConfigText(file: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`warmStart.config: cannot read ${file}: ${(err as Error).message}`);
+  }
 }

@@ -131,6 +131,42 @@ describe("experiment grids of real models", () => {
     assert.notEqual(warmStartKey(other, {}), key);
   });
 
+  it("a served environment warm-starts from its pretrain config file, keyed by its contents", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-warm-served-"));
+    const kuhn = planExperiment(readExperiment(grid(root, ["warmStart: {}"])), "g").runs[0].config;
+    const served = {
+      ...kuhn,
+      game: "remote" as const,
+      env: {
+        url: "http://127.0.0.1:1",
+        name: "twx-coin",
+        config: {},
+        timeoutMs: 1,
+        retries: 0,
+        concurrency: 1,
+        seeds: null,
+        apiKeyEnv: null,
+      },
+      model: { ...kuhn.model, torch: { ...kuhn.model.torch, path: "/m/smol" } },
+    };
+    const file = join(root, "coin.yaml");
+    writeFileSync(file, "game: remote\nsettings: { steps: 3 }\n");
+    const key = warmStartKey(served, { config: file, threads: 1 });
+    assert.match(key, /^twx-coin-smol-[0-9a-f]{8}$/);
+    assert.equal(warmStartKey(served, { config: file, threads: 2 }), key, "threads do not shape weights");
+    writeFileSync(file, "game: remote\nsettings: { steps: 4 }\n");
+    assert.notEqual(
+      warmStartKey(served, { config: file, threads: 1 }),
+      key,
+      "an edited file is another base",
+    );
+    const args = warmStartArgs("remote", "/m/smol", 2, "out", { config: file, threads: 1 });
+    assert.deepEqual(args.slice(0, 7), ["pretrain", "--config", file, "--model", "/m/smol", "--seed", "2"]);
+    assert.ok(args.includes("--resume") && args[args.indexOf("--threads") + 1] === "1");
+    assert.throws(() => warmStartKey(served, {}), /warmStart\.config: a served environment/);
+    assert.throws(() => warmStartKey(kuhn, { config: file }), /warmStart\.config: only a served/);
+  });
+
   it("leaves a real model alone without warmStart, and refuses diversity for real models", () => {
     const root = mkdtempSync(join(tmpdir(), "mage-warm-none-"));
     const file = grid(root, []);

@@ -62,7 +62,10 @@ export const ServedPretrainSchema = z
     env: EnvSchema,
     /** The checks' fresh trials: the same server and environment with this config. */
     checks: z
-      .object({ config: z.record(z.string(), z.unknown()).default({}), seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null) })
+      .object({
+        config: z.record(z.string(), z.unknown()).default({}),
+        seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
+      })
       .strict(),
     settings: SettingsSchema.default({}),
   })
