@@ -124,7 +124,7 @@ def step_logprobs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def train_dtype(device: str) -> str:
-    """bfloat16 on CUDA; float32 on the CPU, where bf16 matmuls are far slower (a dry run)."""
+    """bfloat16 on CUDA; float32 on the CPU (a dry run, where the float32 figures are the reference)."""
     return "bfloat16" if device.startswith("cuda") else "float32"
 
 
