@@ -32,7 +32,7 @@ from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 
 from . import alfworld_data as data
 from .alfworld_expert import AlfworldExpert
-from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step
+from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, applied_step, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
 
 # TextWorld is not thread-safe (its grammar and PDDL parsers share state: concurrent loads fail),
@@ -221,26 +221,13 @@ class AlfworldSession(Session):
         self.steps += 1
         self.won = bool(self.gs["won"])
         feedback = str(self.gs.feedback)
-        reply: Json = {
-            "observation": feedback,
-            "compactObservation": self._compact(feedback),
-            "reward": REWARD_WON if self.won else 0.0,
-            "done": self.done,
-            "won": self.won,
-            "draw": False,
-            "score": 1.0 if self.won else 0.0,
-            "valid": True,
-            "action": command,
-            "feedback": "",
-            "legalActions": self._legal(),
-            "toMove": None if self.done else "agent",
-            "forfeit": None,
-            "info": {**self.info(), "won": self.won, "steps": self.steps},
-        }
-        if self.done:
-            reply["outcome"] = "The task is done." if self.won else f"The task is not done after {self.steps} steps."
-            reply["compactOutcome"] = "Done." if self.won else "Not done."
-        return reply
+        return applied_step(
+            feedback, REWARD_WON if self.won else 0.0, self.done, self.won, 1.0 if self.won else 0.0, command,
+            {**self.info(), "won": self.won, "steps": self.steps},
+            compact=self._compact(feedback), legal=self._legal(),
+            outcome=("The task is done.", "Done.") if self.won
+            else (f"The task is not done after {self.steps} steps.", "Not done."),
+        )
 
 
 class AlfworldEnv(Environment):

@@ -144,6 +144,24 @@ def invalid_step(observation: str, compact: str, reason: str, content: str | Non
     }
 
 
+def applied_step(
+    observation: str, reward: float, done: bool, won: bool, score: float, action: str, info: Json,
+    compact: str | None = None, legal: list[str] | None = None, outcome: tuple[str, str] | None = None,
+) -> Json:
+    """The /step reply to a single-player action that was played (the text adapters'): `compact`
+    and `legal` only where the environment has them, `outcome` (prose, compact) once it is over."""
+    reply: Json = {"observation": observation}
+    if compact is not None:
+        reply["compactObservation"] = compact
+    reply.update(reward=reward, done=done, won=won, draw=False, score=score, valid=True, action=action, feedback="")
+    if legal is not None:
+        reply["legalActions"] = legal
+    reply.update(toMove=None if done else "agent", forfeit=None, info=info)
+    if done and outcome is not None:
+        reply["outcome"], reply["compactOutcome"] = outcome
+    return reply
+
+
 def normalise(name: str) -> str:
     """Case- and whitespace-insensitive key for matching an answer against action names."""
     return re.sub(r"\s+", "", name).lower()

@@ -42,7 +42,7 @@ from typing import Any
 from scienceworld.constants import BASEPATH, JAR_PATH
 
 from .jvm import Jvm
-from .protocol import CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step
+from .protocol import CreateArgs, EnvError, Environment, Json, Session, action_content, applied_step, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
 
 TASKS: dict[str, Json] = json.loads((Path(__file__).parent / "data" / "scienceworld_tasks.json").read_text())
@@ -285,28 +285,12 @@ class SwSession(Session):
         self.steps += 1
         reward = REWARD_SCALE * (score - self.score)
         self.score = score
-        out: Json = {
-            "observation": self.observation,
-            "reward": reward,
-            "done": self.done,
-            "won": self.won,
-            "draw": False,
-            "score": self.score,
-            "valid": True,
-            "action": command,
-            "feedback": "",
-            "toMove": None if self.done else "agent",
-            "forfeit": None,
-            "info": self.info(),
-        }
-        if self.done:
-            out["outcome"] = (
-                "The task is done." if self.won
-                else "The task failed." if self.score < 0
-                else f"The task is not done after {self.steps} steps (score {round(100 * self.score)} of 100)."
-            )
-            out["compactOutcome"] = "Done." if self.won else "Failed." if self.score < 0 else "Not done."
-        return out
+        return applied_step(
+            self.observation, reward, self.done, self.won, self.score, command, self.info(),
+            outcome=("The task is done.", "Done.") if self.won
+            else ("The task failed.", "Failed.") if self.score < 0
+            else (f"The task is not done after {self.steps} steps (score {round(100 * self.score)} of 100).", "Not done."),
+        )
 
     def expert(self, memory: list[str]) -> Json:
         """ScienceWorld's gold action sequence while this attempt has followed it (None after a deviation);

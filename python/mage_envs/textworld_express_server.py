@@ -32,7 +32,7 @@ from textworld_express.constants import BASEPATH, JAR_PATH
 
 from .coin_expert import coin_map
 from .jvm import Jvm
-from .protocol import CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step
+from .protocol import CreateArgs, EnvError, Environment, Json, Session, action_content, applied_step, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
 
 REWARD_SCALE = 10.0  # reward = 10 × the change of the 0-1 score (10 for a won coin game, as ALFWorld)
@@ -277,30 +277,13 @@ class TwxSession(Session):
         self.score = score
         self.won = bool(reply["tasksuccess"])
         self.failed = bool(reply["taskfailure"]) and not self.won
-        out: Json = {
-            "observation": self.observation,
-            "compactObservation": self._compact(self.observation),
-            "reward": reward,
-            "done": self.done,
-            "won": self.won,
-            "draw": False,
-            "score": self.score,
-            "valid": True,
-            "action": command,
-            "feedback": "",
-            "legalActions": self._legal(),
-            "toMove": None if self.done else "agent",
-            "forfeit": None,
-            "info": self.info(),
-        }
-        if self.done:
-            out["outcome"] = (
-                "The task is done." if self.won
-                else "The task failed." if self.failed
-                else f"The task is not done after {self.steps} steps (score {self.score:g})."
-            )
-            out["compactOutcome"] = "Done." if self.won else "Failed." if self.failed else "Not done."
-        return out
+        return applied_step(
+            self.observation, reward, self.done, self.won, self.score, command, self.info(),
+            compact=self._compact(self.observation), legal=self._legal(),
+            outcome=("The task is done.", "Done.") if self.won
+            else ("The task failed.", "Failed.") if self.failed
+            else (f"The task is not done after {self.steps} steps (score {self.score:g}).", "Not done."),
+        )
 
     # -- the expert (the `/expert` endpoint of the protocol) ---------------------------------------
 

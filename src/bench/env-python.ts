@@ -7,21 +7,15 @@
  * does for env-serve.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Rng } from "../core/rng.js";
-import { ENV_CLIENT_TOTALS } from "../env/client.js";
-import { saveCheckpoint } from "../model/checkpoint.js";
-import { presetConfig } from "../model/config.js";
-import { initParams } from "../model/params.js";
-import { paramsToMap } from "../model/params-io.js";
-import { byteTokenizer } from "../model/tokenizer.js";
 import { openRemoteTask } from "../tasks/remote.js";
 import type { TextTask } from "../tasks/types.js";
 import { validateConfig } from "../train/config.js";
-import { train } from "../train/trainer.js";
+import { saveBenchBase, timedTrain } from "./protocol-share.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const GAMES = [
@@ -106,13 +100,7 @@ async function stepsPerSecond(url: string, seconds: number): Promise<void> {
 async function iterationShare(url: string): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "mage-bench-env-python-"));
   try {
-    const tok = byteTokenizer();
-    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 1024 });
-    await saveCheckpoint(join(dir, "base"), {
-      config: model,
-      params: paramsToMap(initParams(model, Rng.seeded("bench-env-model"))),
-      tokenizer: tok,
-    });
+    await saveBenchBase(join(dir, "base"));
     console.log(
       "\nmage train, game: remote kuhn_poker, tiny model (random weights), 1 iteration of 16 trials × 3 attempts:",
     );
@@ -131,16 +119,7 @@ async function iterationShare(url: string): Promise<void> {
         eval: { every: 0, finalTrials: 1, cells: [{ opponent: opponents[0], seat: "first" }] },
       });
       const out = join(dir, opponents.join("-").replace(/[^a-z0-9]+/g, "-"));
-      const before = ENV_CLIENT_TOTALS.busyMs;
-      await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
-      const busy = ENV_CLIENT_TOTALS.busyMs - before;
-      const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8")
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l) as Record<string, number>);
-      const rollout = metrics.reduce((s, m) => s + m.rollout_ms, 0) / metrics.length;
-      const update = metrics.reduce((s, m) => s + (m.update_ms ?? 0), 0) / metrics.length;
-      const busyPerIt = busy / metrics.length;
+      const { rollout, update, busyPerIt } = await timedTrain(config, out);
       console.log(
         `${opponents.join(",").padEnd(21)} ${rollout.toFixed(0).padStart(13)} ${update.toFixed(0).padStart(14)} ${busyPerIt.toFixed(0).padStart(21)} ${`${((100 * busyPerIt) / (rollout + update)).toFixed(2)}%`.padStart(16)}`,
       );

@@ -14,24 +14,18 @@
  *    iterations' time.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Rng } from "../core/rng.js";
-import { ENV_CLIENT_TOTALS } from "../env/client.js";
-import { saveCheckpoint } from "../model/checkpoint.js";
-import { presetConfig } from "../model/config.js";
-import { initParams } from "../model/params.js";
-import { paramsToMap } from "../model/params-io.js";
-import { byteTokenizer } from "../model/tokenizer.js";
 import { startEnvServer } from "../serve/env-server.js";
 import { createTask } from "../tasks/registry.js";
 import { openRemoteTask } from "../tasks/remote.js";
 import type { TextTask } from "../tasks/types.js";
 import { validateConfig } from "../train/config.js";
-import { train } from "../train/trainer.js";
 import { runAgainstAdapter } from "./env-python.js";
+import { saveBenchBase, timedTrain } from "./protocol-share.js";
 
 const GAMES = [
   { game: "tictactoe", opponent: "random" },
@@ -151,13 +145,7 @@ async function prepare(): Promise<void> {
 async function iterationShare(url: string): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "mage-bench-env-"));
   try {
-    const tok = byteTokenizer();
-    const model = presetConfig("tiny", { vocabSize: tok.vocabSize, contextLength: 1024 });
-    await saveCheckpoint(join(dir, "base"), {
-      config: model,
-      params: paramsToMap(initParams(model, Rng.seeded("bench-env-model"))),
-      tokenizer: tok,
-    });
+    await saveBenchBase(join(dir, "base"));
     const iterations = 1;
     const common = {
       seed: 0,
@@ -185,17 +173,7 @@ async function iterationShare(url: string): Promise<void> {
           : { ...common, name: "bench-local", game: "kuhn" },
       );
       const out = join(dir, label.replace(/[^a-z]+/g, "-"));
-      const before = ENV_CLIENT_TOTALS.busyMs;
-      await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
-      const busy = ENV_CLIENT_TOTALS.busyMs - before;
-      const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8")
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l) as Record<string, number>);
-      const rollout = metrics.reduce((s, m) => s + m.rollout_ms, 0) / metrics.length;
-      const update = metrics.reduce((s, m) => s + (m.update_ms ?? 0), 0) / metrics.length;
-      // The busy time includes the final evaluation's one trial (a few ms): an upper bound.
-      const busyPerIt = busy / metrics.length;
+      const { rollout, update, busyPerIt } = await timedTrain(config, out);
       console.log(
         `${label.padEnd(21)} ${rollout.toFixed(0).padStart(13)} ${update.toFixed(0).padStart(14)} ${(remote ? busyPerIt.toFixed(0) : "-").padStart(21)} ${(remote ? `${((100 * busyPerIt) / (rollout + update)).toFixed(2)}%` : "-").padStart(16)}`,
       );

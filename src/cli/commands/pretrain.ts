@@ -301,24 +301,11 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
     model,
     out: str("out"),
     seed: intFlag("seed", str("seed")),
-    steps: intFlag("steps", str("steps"), { min: 1 }),
-    lr: numberFlag("lr", str("lr")),
-    loraRank: intFlag("lora-rank", str("lora-rank"), { min: 0 }),
-    corpusTrials: intFlag("corpus-trials", str("corpus-trials"), { min: 1 }),
-    evalTrials: intFlag("eval-trials", str("eval-trials"), { min: 1 }),
-    batchTokens: intFlag("batch-tokens", str("batch-tokens"), { min: 1 }),
-    microBatchTokens: intFlag("micro-batch-tokens", str("micro-batch-tokens"), { min: 1 }),
-    actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
+    ...torchFlagSettings(values),
     tacticalRate: rateFlag("tactical-rate", str("tactical-rate")),
-    epsilon: rateFlag("epsilon", str("epsilon")),
     reflectionMoves: intFlag("reflection-moves", str("reflection-moves"), { min: 0 }),
     unlikelihood: weightFlag("unlikelihood", str("unlikelihood")),
     ...(str("knobs") !== undefined ? { taskKnobs: parseKnobsArg(game, str("knobs")!) } : {}),
-    dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
-    device: str("device"),
-    threads: intFlag("threads", str("threads"), { min: 0 }),
-    prefixCacheMB: intFlag("prefix-cache-mb", str("prefix-cache-mb"), { min: 0 }),
-    evalBatch: intFlag("eval-batch", str("eval-batch"), { min: 1 }),
     resume: values.resume === true,
     checkpointSeconds: intFlag("checkpoint-seconds", str("checkpoint-seconds"), { min: 0 }),
     progress: values.json ? null : process.stderr,
@@ -329,7 +316,7 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
   return 0;
 }
 
-/** The torch settings the command line sets (undefined where a flag is absent). */
+/** The torch settings both kinds of warm start take from the command line (undefined where a flag is absent; --reflection-facts is refused for built-in games before this). */
 function torchFlagSettings(values: FlagValues) {
   const str = (k: string) => values[k] as string | undefined;
   return {

@@ -359,15 +359,31 @@ export function invalidAnswers(
   return { invalidReasons, invalidExamples };
 }
 
-export async function evaluatePretrained(opts: EvaluateOptions): Promise<PretrainEvaluation> {
-  const t0 = performance.now();
-  const game = checkPretrainGame(opts.game);
-  const records = await checkTrials(opts, game, await loadTask(game));
+/** The checks' answer counts and rates over their trials: well-formed play answers and remarks, wins. */
+export function answerRates(records: readonly TrialRecord[]) {
   const rows = records.flatMap((r) => r.rows);
   const play = rows.filter((r) => r.phase === "play");
   const reflect = rows.filter((r) => r.phase === "reflect");
   const validPlay = play.filter((r) => r.valid).length;
   const validRemarks = reflect.filter((r) => r.valid).length;
+  return {
+    trials: records.length,
+    playAnswers: play.length,
+    validPlayAnswers: validPlay,
+    playValidRate: play.length > 0 ? validPlay / play.length : 0,
+    ...invalidAnswers(play, reflect),
+    reflections: reflect.length,
+    validRemarks,
+    remarkValidRate: reflect.length > 0 ? validRemarks / reflect.length : 0,
+    winRate: records.filter((r) => r.attempts.some((a) => a.won)).length / Math.max(1, records.length),
+  };
+}
+
+export async function evaluatePretrained(opts: EvaluateOptions): Promise<PretrainEvaluation> {
+  const t0 = performance.now();
+  const game = checkPretrainGame(opts.game);
+  const records = await checkTrials(opts, game, await loadTask(game));
+  const rows = records.flatMap((r) => r.rows);
   const states =
     game === "kuhn" || game === "tictactoe"
       ? await firstDecisionEntropy(game, opts.scoreAnswers, opts.taskOptions)
@@ -379,15 +395,7 @@ export async function evaluatePretrained(opts: EvaluateOptions): Promise<Pretrai
   };
   const evaluation: PretrainEvaluation = {
     game,
-    trials: records.length,
-    playAnswers: play.length,
-    validPlayAnswers: validPlay,
-    playValidRate: play.length > 0 ? validPlay / play.length : 0,
-    ...invalidAnswers(play, reflect),
-    reflections: reflect.length,
-    validRemarks,
-    remarkValidRate: reflect.length > 0 ? validRemarks / reflect.length : 0,
-    winRate: records.filter((r) => r.attempts.some((a) => a.won)).length / Math.max(1, records.length),
+    ...answerRates(records),
     ...(game === "tictactoe" ? { tactics: countTactics(records.map((r) => r.memory)) } : {}),
     entropy,
     targets: [],

@@ -13,8 +13,8 @@ import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
 import { assignGroups } from "../../tasks/population.js";
 import type { RemoteTaskDefinition } from "../../tasks/remote.js";
 import {
+  answerRates,
   CHECK_SAMPLING,
-  invalidAnswers,
   type PretrainEvaluation,
   type PretrainTargets,
   targetChecks,
@@ -90,22 +90,9 @@ export async function evaluateServed(opts: ServedCheckOptions): Promise<Pretrain
       concurrency: 1,
     },
   );
-  const rows = records.flatMap((r) => r.rows);
-  const play = rows.filter((r) => r.phase === "play");
-  const reflect = rows.filter((r) => r.phase === "reflect");
-  const validPlay = play.filter((r) => r.valid).length;
-  const validRemarks = reflect.filter((r) => r.valid).length;
   const evaluation: PretrainEvaluation = {
     game: "remote",
-    trials: records.length,
-    playAnswers: play.length,
-    validPlayAnswers: validPlay,
-    playValidRate: play.length > 0 ? validPlay / play.length : 0,
-    ...invalidAnswers(play, reflect),
-    reflections: reflect.length,
-    validRemarks,
-    remarkValidRate: reflect.length > 0 ? validRemarks / reflect.length : 0,
-    winRate: records.filter((r) => r.attempts.some((a) => a.won)).length / Math.max(1, records.length),
+    ...answerRates(records),
     successAt: successAt(records, attempts),
     byCategory: successByCategory(records, attempts),
     entropy: { states: [], bySeat: {}, sampledBySeat: {} },
