@@ -49,6 +49,12 @@ export interface TrialMetrics {
   invalidRate: number;
   meanAttemptsPlayed: number;
   /**
+   * Per attempt k, the turns of the trials whose attempt k won (steps to the goal: the coin
+   * collector's path length, which a remembered map shortens); n is how many won there. Absent in
+   * summaries written before it existed.
+   */
+  wonTurnsAt?: Estimate[];
+  /**
    * How many trials ended with each outcome pattern (`outcomePattern`): the trials themselves in
    * compressed form, so a report can resample trials (e.g. a bootstrap over seeds and trials).
    */
@@ -199,7 +205,6 @@ export function bootstrapMean(values: readonly number[], seed = 0, resamples = 2
   return { mean, lo: means[Math.floor(0.025 * resamples)], hi: means[Math.ceil(0.975 * resamples) - 1], n };
 }
 
-/** The measures of `trials`, given in trial order (`outcomeOrder` keeps that order). */
 /**
  * The measures per category, for trials that carry one: a category "a/b" counts in "a" and in
  * "a/b" (ALFWorld: per split and per split and task type). Empty when no trial has a category.
@@ -226,6 +231,7 @@ export function categoryMetrics(
   return out;
 }
 
+/** The measures of `trials`, given in trial order (`outcomeOrder` keeps that order). */
 export function computeTrialMetrics(
   trials: readonly TrialOutcome[],
   attempts: number,
@@ -258,6 +264,12 @@ export function computeTrialMetrics(
     gain: est(inTrialGain),
     invalidRate: turns > 0 ? invalid / turns : 0,
     meanAttemptsPlayed: trials.length > 0 ? played / trials.length : 0,
+    wonTurnsAt: ks.map((k) =>
+      bootstrapMean(
+        trials.flatMap((t) => (t.attempts[k - 1]?.won ? [t.attempts[k - 1].turns] : [])),
+        seed,
+      ),
+    ),
     outcomes,
     outcomeOrder: encodeOutcomeOrder(order),
   };

@@ -44,36 +44,85 @@ import { barChart, type LineSeries, lineChart, PALETTE } from "./svg.js";
  * environment (`env_ms` against `rollout_ms + update_ms`).
  */
 export function puzzleSection(ctx: Ctx, eg: ExperimentGame): void {
+  harderSection(ctx, eg);
+  wallClockSection(ctx, eg);
+}
+
+/** What the harder set changed: the puzzles' knobs, or a served environment's config. */
+function harderSetting(eg: ExperimentGame): string {
+  const first = eg.methods.flatMap((m) => m.runs).find((r) => r.summary.harderEval)?.summary;
+  const harder = first?.config.eval.harder;
+  const trials = `${first?.harderEval?.trialsPerCell ?? "?"} trials per seed`;
+  if (first?.config.game === "remote") {
+    const over = harder?.env ? `\`${JSON.stringify(harder.env.config)}\`` : "?";
+    return `The served environment with ${over} laid over the evaluation's config, ${trials}.`;
+  }
+  const knobs = harder
+    ? `\`${JSON.stringify(eg.game === "sokoban" ? harder.sokoban : harder.minesweeper)}\``
+    : "?";
+  return `Levels from the harder seed range [2^32, 2^33), knobs ${knobs} over the training ones, ${trials}.`;
+}
+
+/** The harder held-out set (`eval.harder`): pass@k per method and LaMer − each method, paired. */
+export function harderSection(ctx: Ctx, eg: ExperimentGame): void {
   const cell: CellRef = { opponent: "none", seat: "none", unseen: true };
   const harder = eg.methods.filter((m) => seedMetrics(m, "none", "none", "harder").length > 0);
   ctx.out.push("### Harder held-out set", "");
   if (harder.length === 0) {
     ctx.out.push("Not run: no run has finished its harder-set evaluation (`eval.harder`).", "");
-  } else {
-    const first = harder[0].runs.find((r) => r.summary.harderEval)?.summary;
-    const knobs = first?.config.eval.harder;
-    const K = Math.max(...harder.flatMap((m) => m.runs.map((r) => r.summary.harderEval?.attempts ?? 0)));
-    const ks = Array.from({ length: K }, (_, i) => i + 1);
-    ctx.out.push(
-      `Levels from the harder seed range [2^32, 2^33), knobs ${knobs ? `\`${JSON.stringify(eg.game === "sokoban" ? knobs.sokoban : knobs.minesweeper)}\`` : "?"} ` +
-        `over the training ones, ${first?.harderEval?.trialsPerCell ?? "?"} trials per seed.`,
-      "",
-    );
-    const lamer = findMethod(eg.methods, LAMER);
-    const rows = harder.map((m) => [
-      m.name,
-      String(seedMetrics(m, "none", "none", "harder").length),
-      ...ks.map((k) => est(methodEstimate(ctx.bs, m, cell, `success@${k}`, "harder"), "rate")),
-      lamer && m !== lamer
-        ? est(pairedDifference(ctx.bs, lamer, m, cell, `success@${K}`, "harder"), "rate", true)
-        : DASH,
-    ]);
-    ctx.out.push(
-      table(["method", "seeds", ...ks.map((k) => `pass@${k}`), `LaMer − method, pass@${K}`], rows),
-      "",
-    );
+    return;
   }
-  wallClockSection(ctx, eg);
+  const K = Math.max(...harder.flatMap((m) => m.runs.map((r) => r.summary.harderEval?.attempts ?? 0)));
+  const ks = Array.from({ length: K }, (_, i) => i + 1);
+  ctx.out.push(harderSetting(eg), "");
+  const lamer = findMethod(eg.methods, LAMER);
+  const rows = harder.map((m) => [
+    m.name,
+    String(seedMetrics(m, "none", "none", "harder").length),
+    ...ks.map((k) => est(methodEstimate(ctx.bs, m, cell, `success@${k}`, "harder"), "rate")),
+    lamer && m !== lamer
+      ? est(pairedDifference(ctx.bs, lamer, m, cell, `success@${K}`, "harder"), "rate", true)
+      : DASH,
+  ]);
+  ctx.out.push(
+    table(["method", "seeds", ...ks.map((k) => `pass@${k}`), `LaMer − method, pass@${K}`], rows),
+    "",
+  );
+}
+
+/**
+ * Served single-agent tasks: the turns an attempt took when it won, per attempt, pooled over
+ * seeds (the coin collector's steps to the coin, which a remembered map shortens).
+ */
+export function stepsToGoalSection(ctx: Ctx, eg: ExperimentGame): void {
+  const rows = eg.methods.flatMap((m) => {
+    const per = m.runs.flatMap((r) => {
+      const cell = r.summary.finalEval?.cells[0];
+      return cell?.metrics.wonTurnsAt ? [cell.metrics.wonTurnsAt] : [];
+    });
+    if (per.length === 0) return [];
+    const K = Math.max(...per.map((p) => p.length));
+    return [
+      [
+        m.name,
+        ...Array.from({ length: K }, (_, k) => {
+          const won = per.map((p) => p[k]).filter((e) => e && e.n > 0);
+          const n = won.reduce((a, e) => a + e.n, 0);
+          return n > 0 ? `${(won.reduce((a, e) => a + e.mean * e.n, 0) / n).toFixed(1)} (${n})` : DASH;
+        }),
+      ],
+    ];
+  });
+  if (rows.length === 0) return;
+  const K = Math.max(...rows.map((r) => r.length - 1));
+  ctx.out.push(
+    "### Turns to the goal per attempt",
+    "",
+    "Mean turns of the final evaluation's attempts that won, by attempt, pooled over seeds (in brackets: how many won there).",
+    "",
+    table(["method", ...Array.from({ length: K }, (_, k) => `attempt ${k + 1}`)], rows),
+    "",
+  );
 }
 
 export const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;

@@ -23,9 +23,11 @@ import { summarySection } from "./results-summary.js";
 import {
   attemptWinTable,
   differenceTable,
+  harderSection,
   methodTable,
   perAttemptBars,
   puzzleSection,
+  stepsToGoalSection,
   trainingCurves,
   wallClockSection,
 } from "./results-tables.js";
@@ -74,9 +76,21 @@ function gameSection(ctx: Ctx, e: Experiment, eg: ExperimentGame): void {
   ablationSection(ctx, eg);
   scalingSection(ctx, eg);
   if (eg.game === "sokoban" || eg.game === "minesweeper") puzzleSection(ctx, eg);
+  else if (isServedGame(eg)) servedSection(ctx, eg);
   else if (isRealModelGame(eg)) wallClockSection(ctx, eg);
   diversitySection(ctx, e.diversity, eg.game);
   trainingCurves(ctx, eg);
+}
+
+function isServedGame(eg: ExperimentGame): boolean {
+  return eg.methods.some((m) => m.runs.some((r) => r.summary.config.game === "remote"));
+}
+
+/** A served environment's grid: its harder set when configured, turns to the goal, wall-clock. */
+function servedSection(ctx: Ctx, eg: ExperimentGame): void {
+  if (eg.methods.some((m) => m.runs.some((r) => r.summary.config.eval.harder))) harderSection(ctx, eg);
+  stepsToGoalSection(ctx, eg);
+  wallClockSection(ctx, eg);
 }
 
 /** What each method is, with the settings its runs used. */

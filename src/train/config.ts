@@ -114,6 +114,16 @@ const EvalCell = z
   })
   .strict();
 
+/** `game: remote`: a served environment's config laid over another's, and its seeds (null: the same). */
+const EvalEnv = z
+  .object({
+    config: z.record(z.string(), z.unknown()).default({}),
+    seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
+  })
+  .strict()
+  .nullable()
+  .default(null);
+
 const TorchLora = z
   .object({
     rank: z.number().int().positive(),
@@ -386,18 +396,7 @@ export const ConfigSchema = z
          * seeds (its fields laid over `env.config`; e.g. ALFWorld's valid_seen split after training
          * on valid_train). null: the training environment.
          */
-        env: z
-          .object({
-            config: z.record(z.string(), z.unknown()).default({}),
-            seeds: z
-              .object({ min: z.number().int(), max: z.number().int() })
-              .strict()
-              .nullable()
-              .default(null),
-          })
-          .strict()
-          .nullable()
-          .default(null),
+        env: EvalEnv,
         sampling: Sampling.prefault({ temperature: 0.7, topP: 0.8, topK: 20 }),
         /**
          * Test-time scaling: after the final evaluation, play these cells again with more attempts
@@ -419,9 +418,10 @@ export const ConfigSchema = z
           .nullable()
           .default(null),
         /**
-         * The harder held-out set (puzzles; LaMer's generalisation test): after the final
-         * evaluation, `trials` trials on levels from HARDER_SEED_RANGE with these knobs laid over
-         * the training knobs (`task.sokoban` / `task.minesweeper`). null: skip.
+         * The harder held-out set (LaMer's generalisation test): after the final evaluation,
+         * `trials` trials on levels from HARDER_SEED_RANGE with these knobs laid over the training
+         * knobs (`task.sokoban` / `task.minesweeper`), or for `game: remote` on the served
+         * environment with `env.config` laid over the evaluation's (e.g. more rooms). null: skip.
          */
         harder: z
           .object({
@@ -429,6 +429,7 @@ export const ConfigSchema = z
             attempts: z.number().int().min(1).optional(),
             sokoban: SokobanKnobsConfig.prefault({}),
             minesweeper: MinesweeperKnobsConfig.prefault({}),
+            env: EvalEnv,
           })
           .strict()
           .nullable()
@@ -472,11 +473,24 @@ export const ConfigSchema = z
         message: `${c.game} is a two-player game: list at least one training opponent`,
       });
     }
-    if (c.eval.harder !== null && c.game !== "sokoban" && c.game !== "minesweeper") {
+    const harder = c.eval.harder;
+    if (harder !== null && c.game === "remote" && harder.env === null) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["eval", "harder", "env"],
+        message: "a served environment's harder set needs env: {config, seeds} laid over the evaluation's",
+      });
+    } else if (harder !== null && c.game !== "remote" && harder.env !== null) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["eval", "harder", "env"],
+        message: `only game: remote takes a harder env (game is ${c.game}; the puzzles take knobs)`,
+      });
+    } else if (harder !== null && c.game !== "sokoban" && c.game !== "minesweeper" && c.game !== "remote") {
       ctx.addIssue({
         code: "custom",
         path: ["eval", "harder"],
-        message: `the harder held-out set is for the puzzles (sokoban, minesweeper), not ${c.game}`,
+        message: `the harder held-out set is for the puzzles (sokoban, minesweeper) and served environments, not ${c.game}`,
       });
     }
   });

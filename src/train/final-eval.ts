@@ -97,9 +97,8 @@ async function playPhases(ctx: FinalEvalContext, phases: FinalEvalPhases): Promi
   const harder = config.eval.harder;
   if (harder) {
     harderEval = await phase("harder", () => {
-      log(
-        `harder held-out set: ${harder.trials} trials (${JSON.stringify(taskKnobOptions(config.game, config.task, harder))})`,
-      );
+      const over = harder.env?.config ?? taskKnobOptions(config.game, config.task, harder);
+      log(`harder held-out set: ${harder.trials} trials (${JSON.stringify(over)})`);
       return runEval(total, harder.trials, { harder, ...(shouldStop ? { shouldStop } : {}) });
     });
     log(formatCells(harderEval.cells));

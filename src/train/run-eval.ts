@@ -36,6 +36,8 @@ export function runEvaluator(ctx: {
   maxTurns: number;
   backend: TrainBackend;
   progress: boolean;
+  /** A served environment's harder set (`eval.harder.env`); the puzzles' is `task` with knobs. */
+  harderTask?: TaskDefinition | null;
 }): RunEval {
   const { config, task, maxTurns, backend } = ctx;
   const cells = defaultEvalCells(config, task);
@@ -48,7 +50,7 @@ export function runEvaluator(ctx: {
     // A real model's evaluation takes minutes: show trials and answers as they come.
     const bar = ctx.progress ? new EvalProgressBar({ label: `eval @${iteration}` }) : null;
     const res = await evaluate(backend.evalPolicy, {
-      task,
+      task: (harder && ctx.harderTask) || task,
       cells: scaling?.cells ?? cells,
       trials,
       attempts,

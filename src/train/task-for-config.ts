@@ -27,16 +27,35 @@ export async function taskForConfig(config: MageConfig): Promise<TaskDefinition>
 export async function evalTaskForConfig(config: MageConfig, task: TaskDefinition): Promise<TaskDefinition> {
   const over = config.eval.env;
   if (config.game !== "remote" || over === null) return task;
+  return servedVariant(config, [over], "eval.env (laid over env)");
+}
+
+/**
+ * The task a served run's harder held-out set plays: `eval.harder.env` laid over the evaluation's
+ * environment (`eval.env` over `env`); null for the puzzles, whose harder set is knobs.
+ */
+export async function harderTaskForConfig(config: MageConfig): Promise<TaskDefinition | null> {
+  const over = config.eval.harder?.env ?? null;
+  if (config.game !== "remote" || over === null) return null;
+  const layers = config.eval.env === null ? [over] : [config.eval.env, over];
+  return servedVariant(config, layers, "eval.harder.env (laid over eval.env and env)");
+}
+
+type EnvLayer = NonNullable<MageConfig["eval"]["env"]>;
+
+/** The served environment with each layer's config laid over the last, the last seeds that are set. */
+async function servedVariant(config: MageConfig, layers: EnvLayer[], what: string): Promise<TaskDefinition> {
   const env = config.env!;
+  let envConfig = env.config;
+  let seeds = env.seeds;
+  for (const layer of layers) {
+    envConfig = { ...envConfig, ...layer.config };
+    seeds = layer.seeds ?? seeds;
+  }
   try {
-    const def = await openRemoteTask({
-      ...env,
-      config: { ...env.config, ...over.config },
-      seeds: over.seeds ?? env.seeds,
-    });
-    return await checkedOpponents(config, def);
+    return await checkedOpponents(config, await openRemoteTask({ ...env, config: envConfig, seeds }));
   } catch (err) {
-    if (err instanceof UsageError) throw new UsageError(`eval.env (laid over env): ${err.message}`);
+    if (err instanceof UsageError) throw new UsageError(`${what}: ${err.message}`);
     throw err;
   }
 }

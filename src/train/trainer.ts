@@ -19,7 +19,7 @@ import { appendEval, appendIteration, saveRunCheckpoint, truncateRunLogs } from 
 import { collectRunMeta, type RunMeta } from "./run-meta.js";
 import { evalScore, type RunIdentity, RunProgress, type TrainingJson } from "./run-state.js";
 import { type RunSummary, writeSummary } from "./summary.js";
-import { evalTaskForConfig, taskForConfig } from "./task-for-config.js";
+import { evalTaskForConfig, harderTaskForConfig, taskForConfig } from "./task-for-config.js";
 
 /**
  * `mage train`: the run loop. A run directory holds the resolved config, metrics.jsonl (one
@@ -189,6 +189,7 @@ async function trainWith(opts: TrainOptions, ctx: RunContext): Promise<TrainResu
   const runEval = runEvaluator({
     config,
     task: evalTask,
+    harderTask: await harderTaskForConfig(config),
     maxTurns,
     backend,
     progress: opts.progress !== false,

@@ -8,9 +8,11 @@ import { startEnvServeFromArgs } from "../../src/cli/commands/env-serve.js";
 import { command as evalCommand } from "../../src/cli/commands/eval.js";
 import { command as replayCommand } from "../../src/cli/commands/replay.js";
 import { UsageError } from "../../src/core/errors.js";
+import { Rng } from "../../src/core/rng.js";
 import { readTrialLog } from "../../src/replay/read.js";
 import { type EnvServerHandle, startEnvServer } from "../../src/serve/env-server.js";
 import { loadConfig, validateConfig } from "../../src/train/config.js";
+import { evalTaskForConfig, harderTaskForConfig, taskForConfig } from "../../src/train/task-for-config.js";
 import { train } from "../../src/train/trainer.js";
 import { RunIndex } from "../../src/web/runs.js";
 import { runCommand } from "../cli/run-command.js";
@@ -228,6 +230,51 @@ describe("mage train and mage eval with game: remote", () => {
     assert.throws(
       () => validateConfig({ name: "x", game: "sokoban", eval: { env: { config: {} } } }),
       /eval\.env: only game: remote/,
+    );
+  });
+
+  it("eval.harder.env: a served run's harder set plays its config laid over the evaluation's", async () => {
+    const path = remoteConfig("harder-env.yaml", "sokoban", []);
+    const text = readFileSync(path, "utf8")
+      .replace(/population: .*\n/, "")
+      .replace(
+        /eval: .*\n/,
+        "eval: { every: 0, trials: 2, finalTrials: 2, env: { config: { numBoxes: 1 } }, harder: { trials: 3, attempts: 1, env: { config: { numBoxes: 2 }, seeds: { min: 9, max: 9 } } } }\n",
+      );
+    writeFileSync(path, text);
+    const config = loadConfig(path);
+    const harder = await harderTaskForConfig(config);
+    assert.ok(harder, "a served config with eval.harder.env has a harder task");
+    const level = async (def: NonNullable<typeof harder>) => {
+      const t = def.create({});
+      await t.reset(Rng.seeded(3));
+      const obs = t.observation();
+      await t.close?.();
+      return obs;
+    };
+    const boxes = (obs: string) => (obs.match(/X/g) ?? []).length;
+    assert.equal(boxes(await level(harder)), 2, "the harder set's levels have the harder env's two boxes");
+    assert.equal(boxes(await level(await evalTaskForConfig(config, await taskForConfig(config)))), 1);
+    const out = join(root, "harder-env-run");
+    const res = await train({ config, outDir: out, resume: false, progress: false, log: () => {} });
+    const snap = res.summary.harderEval;
+    assert.equal(snap?.attempts, 1);
+    assert.equal(snap?.cells[0].metrics.trials, 3);
+
+    const bad = loadConfig(path);
+    bad.eval.harder!.env = { config: { numBoxs: 2 }, seeds: null };
+    await assert.rejects(
+      harderTaskForConfig(bad),
+      (e: Error) => /eval\.harder\.env/.test(e.message) && /numBoxs/.test(e.message),
+    );
+    const remote = { game: "remote", env: { url: "http://127.0.0.1:1", name: "sokoban" } };
+    assert.throws(
+      () => validateConfig({ ...remote, eval: { harder: { trials: 2 } } }),
+      /eval\.harder\.env: a served/,
+    );
+    assert.throws(
+      () => validateConfig({ game: "sokoban", eval: { harder: { trials: 2, env: { config: {} } } } }),
+      /eval\.harder\.env: only game: remote/,
     );
   });
 

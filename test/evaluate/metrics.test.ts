@@ -78,6 +78,24 @@ describe("trial metrics", () => {
       ],
     );
   });
+  it("wonTurnsAt: the turns of the attempts that won, per attempt (steps to the goal)", () => {
+    const T = (score: number, turns: number): AttemptOutcome => ({ ...A(score), turns });
+    const trials = [
+      trial(T(1, 9)),
+      trial(T(1, 5)),
+      trial(T(-1, 12), T(1, 3)),
+      trial(T(-1, 12), T(-1, 12), T(-1, 12)),
+    ];
+    const m = computeTrialMetrics(trials, 3);
+    assert.deepEqual(
+      m.wonTurnsAt!.map((e) => [e.mean, e.n]),
+      [
+        [7, 2],
+        [3, 1],
+        [Number.NaN, 0],
+      ],
+    );
+  });
   it("outcome patterns compress trials without changing any score measure", () => {
     const trials = [
       trial(A(-1), A(-2), A(1)),

@@ -825,6 +825,52 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
     assert.ok(!standIn.markdown.includes("### Wall-clock per iteration"));
   });
 
+  it("a served environment's grid shows its harder set and the turns its won attempts took", () => {
+    const served = (method: string, seed: number, wonTurns: number[]): RunSummary => {
+      const base = makeSummary({
+        name: method,
+        seed,
+        game: "sokoban",
+        opponents: [],
+        cells: [{ opponent: "none", seat: "none", unseen: false }],
+        iterations: 2,
+        evalEvery: 0,
+        finalTrials: 8,
+      });
+      const config = validateConfig({
+        ...base.config,
+        game: "remote",
+        env: { url: "http://127.0.0.1:1", name: "twx-coin" },
+        eval: { ...base.config.eval, harder: { trials: 8, env: { config: { numLocations: 6 } } } },
+      });
+      const metrics = metricsOf({ W1: 2, "L0 W1": 1, "L0 L0 L0": 5 });
+      metrics.wonTurnsAt = wonTurns.map((mean, k) => ({ mean, lo: mean, hi: mean, n: k === 0 ? 2 : 1 }));
+      const snap = {
+        iteration: 2,
+        attempts: 3,
+        trialsPerCell: 8,
+        cells: [{ opponent: "none", seat: "none", unseen: false, metrics }],
+      };
+      return { ...base, game: "twx-coin", config, finalEval: snap, harderEval: snap };
+    };
+    const runs = [0, 1].flatMap((seed) => [
+      { path: `/x/coin/mage-s${seed}.json`, summary: served("mage", seed, [6, 3 + seed]) },
+      { path: `/x/coin/lamer-s${seed}.json`, summary: served("lamer", seed, [7, 4]) },
+    ]);
+    const md = buildResults([{ name: "coin-real-main", dir: "/x/coin", info: null, runs, diversity: [] }], {
+      plotsLink: ".",
+    }).markdown;
+    assert.match(md, /### Harder held-out set/);
+    assert.match(
+      md,
+      /The served environment with `\{"numLocations":6\}` laid over the evaluation's config, 8 trials per seed\./,
+    );
+    assert.match(md, /### Turns to the goal per attempt/);
+    // Pooled over seeds, weighted by the attempts that won: mage attempt 2 is (3·1 + 4·1) / 2.
+    assert.match(md, /\| mage \| 6\.0 \(4\) \| 3\.5 \(2\) \|/);
+    assert.match(md, /\| lamer \| 7\.0 \(4\) \| 4\.0 \(2\) \|/);
+  });
+
   /** The Kuhn grid's numbers moved to TicTacToe's cells: MCTS-100 first, scaling vs preferred:1. */
   const asTicTacToe = (e: Experiment): Experiment => {
     const move = (c: CellResult, to: string): CellResult => ({ ...c, opponent: to, seat: "first" });
