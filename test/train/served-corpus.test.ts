@@ -161,16 +161,24 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
       ].join("\n"),
     );
     const write = process.stdout.write.bind(process.stdout);
+    const writeErr = process.stderr.write.bind(process.stderr);
     let out = "";
+    let err = "";
     process.stdout.write = ((chunk: string | Uint8Array) => {
       out += String(chunk);
       return true;
     }) as typeof process.stdout.write;
+    process.stderr.write = ((chunk: string | Uint8Array) => {
+      err += String(chunk);
+      return true;
+    }) as typeof process.stderr.write;
     try {
       await pretrainCommand.run(["--config", file, "--json"]);
     } finally {
       process.stdout.write = write;
+      process.stderr.write = writeErr;
     }
+    assert.equal(err, "", "--json: no progress lines");
     const report = JSON.parse(out) as TorchPretrainReport;
     assert.equal(report.game, "remote");
     assert.deepEqual(report.env?.config, { boxes: 4 });

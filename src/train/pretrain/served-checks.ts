@@ -7,6 +7,7 @@
  * split and its split and task type).
  */
 import type { Rng } from "../../core/rng.js";
+import { countingAnswers, type EvalProgress, ProgressTally } from "../../evaluate/progress.js";
 import type { Policy } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
@@ -29,6 +30,8 @@ export interface ServedCheckOptions {
   targets: PretrainTargets;
   attempts?: number;
   maxTurns?: number;
+  /** Trials done, answers received and the valid-answer rate as they come (a real model takes minutes). */
+  onProgress?: (progress: EvalProgress) => void;
 }
 
 /** Success@1..K: the share of trials won by attempt k (a cumulative or). */
@@ -74,10 +77,21 @@ function checkSpecs(trials: number, rng: Rng): TrialSpec[] {
 export async function evaluateServed(opts: ServedCheckOptions): Promise<PretrainEvaluation> {
   const t0 = performance.now();
   const attempts = opts.attempts ?? 3;
+  const onProgress = opts.onProgress;
+  const tally = onProgress
+    ? new ProgressTally([{ opponent: "none", seat: "first", unseen: false }], opts.trials)
+    : null;
+  const policy = tally
+    ? countingAnswers(opts.policy, (count) => {
+        tally.answered(count);
+        onProgress!(tally.snapshot());
+      })
+    : opts.policy;
+  if (tally) onProgress!(tally.snapshot());
   const records = await runTrials(
     checkSpecs(opts.trials, opts.rng),
     () => opts.def.create({}),
-    opts.policy,
+    policy,
     opts.rng.derive("run"),
     {
       attempts,
@@ -89,6 +103,14 @@ export async function evaluateServed(opts: ServedCheckOptions): Promise<Pretrain
       maxBatch: opts.maxBatch,
       concurrency: 1,
     },
+    tally
+      ? {
+          onTrialEnd: (trial) => {
+            tally.trialEnded(0, trial);
+            onProgress!(tally.snapshot());
+          },
+        }
+      : {},
   );
   const evaluation: PretrainEvaluation = {
     game: "remote",

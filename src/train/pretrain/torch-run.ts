@@ -18,6 +18,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { writeFileAtomic } from "../../core/atomic-write.js";
 import { expectChoice, UsageError } from "../../core/errors.js";
 import { Rng } from "../../core/rng.js";
+import { EvalProgressBar } from "../../evaluate/progress.js";
 import { TorchLearner } from "../../learner/torch/learner.js";
 import { TorchPolicy } from "../../learner/torch/policy.js";
 import type { TorchWorkerOptions } from "../../learner/torch/worker.js";
@@ -546,7 +547,10 @@ async function checkInto(r: TorchRun, learner: TorchLearner, report: TorchPretra
 
 function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvaluation> {
   r.say(`sampling ${r.settings.evalTrials} fresh trials at temperature 1 …`);
-  if (r.served)
+  if (r.served) {
+    const bar = r.stream
+      ? new EvalProgressBar({ label: `pretrain ${r.game} checks`, stream: r.stream })
+      : null;
     return evaluateServed({
       def: r.served.checks,
       policy: new TorchPolicy(learner, `pretrain-${r.served.record.name}`),
@@ -554,7 +558,9 @@ function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvalua
       trials: r.settings.evalTrials,
       maxBatch: r.settings.evalBatch,
       targets: TORCH_PRETRAIN_TARGETS,
-    });
+      ...(bar ? { onProgress: bar.update } : {}),
+    }).finally(() => bar?.finish());
+  }
   return evaluatePretrained({
     game: r.game,
     policy: new TorchPolicy(learner, `pretrain-${r.game}`),
