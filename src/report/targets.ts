@@ -1,5 +1,6 @@
 import { kuhnCalibration } from "../evaluate/kuhn-calibration.js";
 import type { HierarchicalBootstrap } from "./bootstrap.js";
+import { coinTargets } from "./coin-targets.js";
 import {
   bestBaseline,
   type ExperimentGame,
@@ -462,7 +463,7 @@ export interface TargetInput {
   kuhnBestPossible?: (opponent: string, seat: string) => number | undefined;
 }
 
-/** Every target of the results issues: Kuhn, TicTacToe, then the puzzles (issue 18). */
+/** Every target of the results issues: Kuhn, TicTacToe, the puzzles (issue 18), real models, the coin collector. */
 export function computeTargets(input: TargetInput): TargetLine[] {
   const best = input.kuhnBestPossible ?? kuhnBestPossible();
   // The stand-in's targets read the embedded grids only; real models have their own (real-targets.ts).
@@ -472,5 +473,6 @@ export function computeTargets(input: TargetInput): TargetLine[] {
     ...tictactoeTargets(input.bootstrap, embedded, input.diversity),
     ...PUZZLE_GAMES.flatMap((g) => puzzleTargets(input.bootstrap, embedded, g)),
     ...realTargets(input.bootstrap, input.games.filter(isRealModelGame)),
+    ...coinTargets(input.bootstrap, input.games),
   ];
 }

@@ -945,3 +945,62 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
     assert.equal(tttVerdict(lines, /MAGE in-trial gain > 0/).verdict, "not run");
   });
 });
+
+describe("issue 45's coin-collector targets", () => {
+  /** A coin run: `late` of 1,000 trials won first at attempt 2, 300 at attempt 1, the rest lost. */
+  const coinRun = (method: string, seed: number, late: number): { path: string; summary: RunSummary } => {
+    const base = makeSummary({
+      name: method,
+      seed,
+      game: "sokoban",
+      opponents: [],
+      cells: [{ opponent: "none", seat: "none", unseen: false }],
+      iterations: 2,
+      evalEvery: 0,
+    });
+    const config = {
+      ...base.config,
+      game: "remote",
+      env: { url: "http://127.0.0.1:1", name: "twx-coin" },
+      model: { ...base.config.model, backend: "torch" },
+    } as MageConfig;
+    const n = late + seed * 10;
+    const snap = {
+      iteration: 2,
+      attempts: 3,
+      trialsPerCell: N,
+      cells: [cell("none", "none", false, { W1: 300, "L0 W1": n, "L0 L0 L0": N - 300 - n })],
+    };
+    return {
+      path: `/x/coin/${method}-s${seed}.json`,
+      summary: { ...base, game: "twx-coin", config, finalEval: snap, harderEval: snap },
+    };
+  };
+  const grid = (late: Record<string, number>): Experiment => ({
+    name: "coin-real-main",
+    dir: "/x/coin",
+    info: null,
+    runs: Object.entries(late).flatMap(([m, k]) => [0, 1, 2].map((s) => coinRun(m, s, k))),
+    diversity: [],
+  });
+  const coin = (lines: TargetLine[], match: RegExp) =>
+    verdict(
+      lines.filter((l) => l.game === "coin collector (real LLM)"),
+      match,
+    );
+
+  it("meets the gains and the paired differences when MAGE and LaMer-style win more by attempt 3", () => {
+    const lines = targets([grid({ mage: 300, lamer: 250, gigpo: 0, zeroshot: 20 })]);
+    assert.equal(coin(lines, /^test seeds: MAGE in-trial gain/).verdict, "met");
+    assert.match(coin(lines, /^test seeds: MAGE in-trial gain/).measured, /^31\.0% \[/);
+    assert.equal(coin(lines, /^test seeds: LaMer-style − GiGPO/).verdict, "met");
+    assert.equal(coin(lines, /^harder set \(more rooms\): MAGE − zero-shot/).verdict, "met");
+  });
+
+  it("misses where the trained method wins no more than GiGPO, and says not run without the method", () => {
+    const lines = targets([grid({ mage: 0, gigpo: 0, zeroshot: 0 })]);
+    assert.equal(coin(lines, /^test seeds: MAGE in-trial gain/).verdict, "missed");
+    assert.equal(coin(lines, /^test seeds: MAGE − GiGPO/).verdict, "missed");
+    assert.equal(coin(lines, /^test seeds: LaMer-style in-trial gain/).verdict, "not run");
+  });
+});
