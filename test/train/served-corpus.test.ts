@@ -9,7 +9,11 @@ import { Rng } from "../../src/core/rng.js";
 import { extractTag } from "../../src/core/tags.js";
 import type { ChatMessage } from "../../src/policy/types.js";
 import { openRemoteTask, type RemoteTaskDefinition } from "../../src/tasks/remote.js";
-import { loadServedPretrainConfig } from "../../src/train/pretrain/served-config.js";
+import {
+  loadServedPretrainConfig,
+  openServedPretrain,
+  ServedPretrainSchema,
+} from "../../src/train/pretrain/served-config.js";
 import {
   buildServedCorpus,
   checkExpertEnvironment,
@@ -114,6 +118,30 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     for (const c of calls.filter((x) => x.attempt === 0)) assert.deepEqual(c.memory, []);
   });
 
+  it("maxTurns caps a corpus attempt's answers; the file's maxTurns, else the server's, reaches both phases", async () => {
+    const corpus = await buildServedCorpus({ def, trials: 8, rng: Rng.seeded(3), epsilon: 0.5, maxTurns: 1 });
+    for (const t of corpus.trials) {
+      const plays = attemptsOf(t.messages).length;
+      const answers = t.messages.filter(
+        (m) => m.role === "assistant" && !m.content.includes("<remark>"),
+      ).length;
+      assert.ok(answers <= plays, `one answer an attempt (${answers} in ${plays} attempts)`);
+    }
+    const file = (extra: string) =>
+      ServedPretrainSchema.parse({
+        game: "remote",
+        model: "m",
+        env: { url: server!.url, name: "boxes" },
+        checks: {},
+        ...(extra ? { maxTurns: Number(extra) } : {}),
+      });
+    assert.equal((await openServedPretrain(file("2"))).maxTurns, 2);
+    assert.equal((await openServedPretrain(file("2"))).record.maxTurns, 2);
+    const dflt = await openServedPretrain(file(""));
+    assert.equal(dflt.maxTurns, def.maxTurns, "the server's maxTurns");
+    assert.equal(dflt.record.maxTurns, undefined, "the record of a file without it is as before");
+  });
+
   it("refuses environments without an expert or legal actions, and bad config fields by name", async () => {
     const without = { ...def, env: { ...def.env, expert: false } } as RemoteTaskDefinition;
     assert.throws(() => checkExpertEnvironment(without), /declares no expert/);
@@ -140,6 +168,7 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     const coin = loadServedPretrainConfig("configs/pretrain/coin-smollm2.yaml");
     assert.deepEqual(coin.env.seeds, { min: 0, max: 999 }, "the train split's seeds");
     assert.deepEqual(coin.checks.seeds, { min: 10000, max: 10999 }, "fresh dev seeds for the checks");
+    assert.equal(coin.maxTurns, 12, "the training config's task.maxTurns");
   });
 
   it("mage pretrain --config warm-starts on the served environment end to end", {

@@ -67,6 +67,11 @@ export const ServedPretrainSchema = z
         seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
       })
       .strict(),
+    /**
+     * Agent turns per attempt in the corpus and the checks, as the training config's
+     * `task.maxTurns` (null: the server's `maxTurns` for the environment).
+     */
+    maxTurns: z.number().int().positive().nullable().default(null),
     settings: SettingsSchema.default({}),
   })
   .strict();
@@ -95,12 +100,15 @@ export function loadServedPretrainConfig(path: string): ServedPretrainConfig {
 export interface ServedPretrain {
   corpus: RemoteTaskDefinition;
   checks: RemoteTaskDefinition;
-  /** What the report records. */
+  /** Agent turns per attempt (the file's `maxTurns`, else the server's). */
+  maxTurns: number;
+  /** What the report records (`maxTurns` only when the file sets it). */
   record: {
     url: string;
     name: string;
     config: Record<string, unknown>;
     checksConfig: Record<string, unknown>;
+    maxTurns?: number;
   };
 }
 
@@ -122,6 +130,13 @@ export async function openServedPretrain(c: ServedPretrainConfig): Promise<Serve
   return {
     corpus,
     checks,
-    record: { url: c.env.url, name: c.env.name, config: c.env.config, checksConfig: c.checks.config },
+    maxTurns: c.maxTurns ?? corpus.maxTurns,
+    record: {
+      url: c.env.url,
+      name: c.env.name,
+      config: c.env.config,
+      checksConfig: c.checks.config,
+      ...(c.maxTurns !== null ? { maxTurns: c.maxTurns } : {}),
+    },
   };
 }

@@ -417,6 +417,7 @@ function playCorpus(r: TorchRun) {
     return buildServedCorpus({
       def: r.served.corpus,
       trials: r.settings.corpusTrials,
+      maxTurns: r.served.maxTurns,
       rng: r.root.derive("corpus"),
       malformedRate: r.settings.malformedRate,
       ...(r.settings.epsilon !== undefined ? { epsilon: r.settings.epsilon } : {}),
@@ -553,6 +554,7 @@ function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvalua
       : null;
     return evaluateServed({
       def: r.served.checks,
+      maxTurns: r.served.maxTurns,
       policy: new TorchPolicy(learner, `pretrain-${r.served.record.name}`),
       rng: r.root.derive("eval"),
       trials: r.settings.evalTrials,
