@@ -13,8 +13,10 @@ the score's change; `won` when the task is completed with the full score.
 What the agent sees: the engine's text, then the objects in view (`Objects in view: …`, the
 engine's referents there); the rules list the task's action templates (`open OBJ`, `move OBJ to
 OBJ`, …). The engine's valid-action list (hundreds to thousands of strings, about 170 ms a step
-through the stock Python class) is never built: `legalActions` is not served, and an answer the
-engine cannot parse ("No known action matches that input.") is an invalid step that changes
+through the stock Python class) is never built: `legalActions` lists the one-object commands
+(templates with one OBJ filled with each object in view, and those without; every one parses, but
+two-object commands are left out), which the prompts do not show and a warm start's ε-moves draw
+from; an answer the engine cannot parse ("No known action matches that input.") is an invalid step that changes
 nothing (the engine does not count it as a move). `reset task` is refused.
 
 Determinism, three measures. (1) ScienceWorld's JVM lists a container's contents in another order
@@ -94,6 +96,18 @@ def _sort_containing(text: str) -> str:
         out.append(f"({inner})")
         i = j + 1
     return "".join(out)
+
+
+# A reflection states what a room held in a few words: a 48-token remark holds about one room.
+FACT_ITEMS = 6
+_ARTICLE = re.compile(r"^(?:an?|the|A|An|The) (?:substance called )?")
+
+
+def _head(item: str) -> str:
+    """An object of a room description without its article, state and contents: "a fridge. The
+    fridge door is closed." → "fridge"; "a glass jar (containing …)" → "glass jar"."""
+    head = re.split(r" \(|\. |, |\.$", item, maxsplit=1)[0]
+    return _ARTICLE.sub("", head).strip()
 
 
 def canonical(text: str) -> str:
@@ -203,14 +217,26 @@ class SwSession(Session):
 
     def _read(self, iface: Any, text: str) -> None:
         self.engine_text = canonical(text)
-        objects = sorted(set(map(str, iface.getPossibleObjects())))
-        self.observation = f"{self.engine_text}\nObjects in view: {', '.join(objects)}."
+        self.objects = sorted(set(map(str, iface.getPossibleObjects())))
+        self.observation = f"{self.engine_text}\nObjects in view: {', '.join(self.objects)}."
+
+    def legal(self) -> list[str]:
+        """The one-object commands: each template with one OBJ filled with each object in view, and
+        those without OBJ. The engine parses every one (a valid step), but they are not all its valid
+        actions: two-object commands (`move OBJ to OBJ`), thousands in a room, are left out."""
+        out = {t for t in self.templates if t.count("OBJ") == 0}
+        for t in self.templates:
+            if t.count("OBJ") == 1:
+                out.update(t.replace("OBJ", o) for o in self.objects)
+        return sorted(out)
 
     def _note_look(self, text: str) -> None:
         m = _LOCATION.search(text)
         if m:
-            items = [line.strip() for line in text.split("\n") if line.startswith("\t")]
-            self.looks[m.group(1)] = ", ".join(i for i in items if i not in ("the agent", "a substance called air"))
+            items = [_head(line.strip()) for line in text.split("\n") if line.startswith("\t")]
+            kept = [i for i in items if i not in ("agent", "air") and not i.startswith("door to ")]
+            shown = kept[:FACT_ITEMS] + ([f"{len(kept) - FACT_ITEMS} more"] if len(kept) > FACT_ITEMS else [])
+            self.looks[m.group(1)] = ", ".join(shown) if shown else "nothing"
 
     def restart(self) -> None:
         with self.engine.lock:
@@ -255,6 +281,7 @@ class SwSession(Session):
         return {
             "fingerprint": self.fingerprint,
             "observation": self.observation,
+            "legalActions": [] if self.done else self.legal(),
             "toMove": None if self.done else "agent",
             "done": self.done,
             "forfeit": None,
@@ -279,7 +306,7 @@ class SwSession(Session):
                     score = float(iface.getScore())
                     self.completed = bool(iface.getCompleted())
         if command is None:
-            return invalid_step(self.observation, self.observation, reason, content, [], None)
+            return invalid_step(self.observation, self.observation, reason, content, self.legal(), None)
         self.actions.append(command)
         self._note_look(self.engine_text)
         self.steps += 1
@@ -287,6 +314,7 @@ class SwSession(Session):
         self.score = score
         return applied_step(
             self.observation, reward, self.done, self.won, self.score, command, self.info(),
+            legal=[] if self.done else self.legal(),
             outcome=("The task is done.", "Done.") if self.won
             else ("The task failed.", "Failed.") if self.score < 0
             else (f"The task is not done after {self.steps} steps (score {round(100 * self.score)} of 100).", "Not done."),
@@ -337,7 +365,7 @@ class SwEnv(Environment):
             "maxTurns": DEFAULT_MAX_STEPS,
             "seeds": {"min": 0, "max": int(TASKS[self.task]["variations"]) - 1},
             "config": config,
-            "legalActions": False,
+            "legalActions": True,
             "expert": True,
         }
 

@@ -170,3 +170,34 @@ def test_the_expert_over_http(client: Client) -> None:
         seq += 1
         reply = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
     assert reply["won"] and reply["score"] == 1.0 and reply["reward"] > 0
+
+
+def test_legal_actions_are_the_one_object_commands_and_each_is_a_valid_step(client: Client) -> None:
+    created = _create(client, "sw-find-living-thing", 1)
+    legal = created["legalActions"]
+    assert "look around" in legal and "focus on OBJ" not in " ".join(legal)
+    assert not any("OBJ" in a for a in legal) and legal == sorted(set(legal))
+    objects = created["observation"].rsplit("Objects in view: ", 1)[1].rstrip(".").split(", ")
+    assert f"open {objects[0]}" in legal or f"look at {objects[0]}" in legal
+    assert not any(" to " in a and a.startswith("move ") for a in legal), "two-object commands are left out"
+    sid, seq = created["session"], 0
+    # Commands that do not end the task (a wrong `focus on` would): each one is parsed by the engine.
+    for action in [a for a in legal if not a.startswith("focus on")][:: max(1, len(legal) // 8)][:8]:
+        seq += 1
+        r = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
+        assert r["valid"], (action, r.get("invalidReason"))
+        if r["done"]:
+            break
+        assert r["legalActions"] and all("OBJ" not in a for a in r["legalActions"])
+
+
+def test_facts_name_a_rooms_things_briefly(envs: dict[str, SwEnv]) -> None:
+    s = _session(envs["sw-find-living-thing"], 1)
+    facts = s.expert([])["facts"]
+    assert facts, "the first look is noted"
+    for fact in facts:
+        room, items = fact[len("The "):].split(" held: ", 1)
+        things = items.rstrip(".").split(", ")
+        assert len(things) <= 7 and not any(t.startswith(("a ", "the ", "door to")) for t in things), fact
+        assert "containing" not in fact and "is:" not in fact, fact
+        assert len(fact) < 160, f"a remark of 48 tokens holds it: {fact}"

@@ -169,6 +169,9 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     assert.deepEqual(coin.env.seeds, { min: 0, max: 999 }, "the train split's seeds");
     assert.deepEqual(coin.checks.seeds, { min: 10000, max: 10999 }, "fresh dev seeds for the checks");
     assert.equal(coin.maxTurns, 12, "the training config's task.maxTurns");
+    const sw = loadServedPretrainConfig("configs/pretrain/scienceworld-find-animal-smollm2.yaml");
+    assert.equal(sw.env.name, "sw-find-animal");
+    assert.deepEqual(sw.checks.seeds, { min: 150, max: 224 }, "find-animal's dev variations");
   });
 
   it("mage pretrain --config warm-starts on the served environment end to end", {
