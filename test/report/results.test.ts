@@ -141,6 +141,25 @@ function experimentOf(
   return { name, dir: `/x/${name}`, info: null, runs, diversity: [] };
 }
 
+/** A run on the served coin collector (one cell, no opponent), from the puzzle fixture's history. */
+function coinSummary(method: string, seed: number): RunSummary {
+  const base = makeSummary({
+    name: method,
+    seed,
+    game: "sokoban",
+    opponents: [],
+    cells: [{ opponent: "none", seat: "none", unseen: false }],
+    iterations: 2,
+    evalEvery: 0,
+  });
+  const config = validateConfig({
+    ...base.config,
+    game: "remote",
+    env: { url: "http://127.0.0.1:1", name: "twx-coin" },
+  });
+  return { ...base, game: "twx-coin", config };
+}
+
 function targets(e: Experiment[]): TargetLine[] {
   return computeTargets({
     bootstrap: new HierarchicalBootstrap(),
@@ -827,20 +846,9 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
 
   it("a served environment's grid shows its harder set and the turns its won attempts took", () => {
     const served = (method: string, seed: number, wonTurns: number[]): RunSummary => {
-      const base = makeSummary({
-        name: method,
-        seed,
-        game: "sokoban",
-        opponents: [],
-        cells: [{ opponent: "none", seat: "none", unseen: false }],
-        iterations: 2,
-        evalEvery: 0,
-        finalTrials: 8,
-      });
+      const base = coinSummary(method, seed);
       const config = validateConfig({
         ...base.config,
-        game: "remote",
-        env: { url: "http://127.0.0.1:1", name: "twx-coin" },
         eval: { ...base.config.eval, harder: { trials: 8, env: { config: { numLocations: 6 } } } },
       });
       const metrics = metricsOf({ W1: 2, "L0 W1": 1, "L0 L0 L0": 5 });
@@ -949,21 +957,8 @@ describe("real-model targets (issue 26) read only the real-model grids", () => {
 describe("issue 45's coin-collector targets", () => {
   /** A coin run: `late` of 1,000 trials won first at attempt 2, 300 at attempt 1, the rest lost. */
   const coinRun = (method: string, seed: number, late: number): { path: string; summary: RunSummary } => {
-    const base = makeSummary({
-      name: method,
-      seed,
-      game: "sokoban",
-      opponents: [],
-      cells: [{ opponent: "none", seat: "none", unseen: false }],
-      iterations: 2,
-      evalEvery: 0,
-    });
-    const config = {
-      ...base.config,
-      game: "remote",
-      env: { url: "http://127.0.0.1:1", name: "twx-coin" },
-      model: { ...base.config.model, backend: "torch" },
-    } as MageConfig;
+    const base = coinSummary(method, seed);
+    const config = { ...base.config, model: { ...base.config.model, backend: "torch" } } as MageConfig;
     const n = late + seed * 10;
     const snap = {
       iteration: 2,
