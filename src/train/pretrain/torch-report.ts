@@ -103,7 +103,13 @@ export interface TorchPretrainReport {
   /** The task knobs it played with (`mage eval --model` and `mage train` read them from here). */
   taskKnobs: TaskKnobs;
   /** `game: remote`: the served environment, the corpus's config and the checks'. */
-  env?: { url: string; name: string; config: Record<string, unknown>; checksConfig: Record<string, unknown>; maxTurns?: number };
+  env?: {
+    url: string;
+    name: string;
+    config: Record<string, unknown>;
+    checksConfig: Record<string, unknown>;
+    maxTurns?: number;
+  };
   base: BaseModelRecord;
   model: TorchModelInfo & { lora: TorchModelConfig["lora"] };
   /** What the directory holds: a plain HF model, with LoRA merged into the base's weights. */
