@@ -17,7 +17,7 @@ import {
   pairedDifference,
   seedMetrics,
 } from "./compare.js";
-import { isRealModelGame } from "./real-targets.js";
+import { realGrid } from "./real-targets.js";
 import { clearlyAbove, formatInterval, type TargetLine } from "./verdicts.js";
 
 export const COIN_GAME = "twx-coin";
@@ -34,13 +34,6 @@ const OTHERS = [
 ];
 
 const rate = (e: BootstrapEstimate) => formatInterval(e, "rate");
-
-/** The coin grid of a real model with the most MAGE seeds, or null. */
-function coinGrid(games: readonly ExperimentGame[]): ExperimentGame | null {
-  const seedsOf = (g: ExperimentGame) => findMethod(g.methods, MAGE)?.runs.length ?? 0;
-  const grids = games.filter((g) => g.game === COIN_GAME && isRealModelGame(g) && seedsOf(g) > 0);
-  return grids.sort((a, b) => seedsOf(b) - seedsOf(a))[0] ?? null;
-}
 
 function line(target: string, measured: string, v: ReturnType<typeof clearlyAbove>): TargetLine {
   const out: TargetLine = { game: LABEL, target, measured, verdict: v.verdict };
@@ -89,7 +82,7 @@ function sourceTargets(
 
 /** Issue 45's coin-collector targets, on the test seeds and on the harder set. */
 export function coinTargets(bs: HierarchicalBootstrap, games: readonly ExperimentGame[]): TargetLine[] {
-  const grid = coinGrid(games);
+  const grid = realGrid(games, COIN_GAME);
   return [
     ...sourceTargets(bs, grid, "final", "test seeds"),
     ...sourceTargets(bs, grid, "harder", "harder set (more rooms)"),
