@@ -47,7 +47,8 @@ def test_two_attempts_with_the_same_actions_read_the_same(client: Client) -> Non
     created = _create(client, "sw-boil", 3)
     other = _create(client, "sw-find-living-thing", 2)
     sid = created["session"]
-    assert "Objects in view: " in created["observation"] and "legalActions" not in created
+    assert "Objects in view: " in created["observation"]
+    assert "open door to kitchen" in created["legalActions"]
     assert "boil water" in created["prompt"]["rules"] and "open OBJ" in created["prompt"]["rules"]
     actions = ["open door to kitchen", "go to kitchen", "look around", "open cupboard", "pick up metal pot",
                "look at cupboard", "open fridge", "look around"]
