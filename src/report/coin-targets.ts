@@ -22,7 +22,8 @@ import { clearlyAbove, formatInterval, type TargetLine } from "./verdicts.js";
 
 export const COIN_GAME = "twx-coin";
 const COIN_CONFIG = "configs/experiments/coin-real-main.yaml";
-const LABEL = "coin collector (real LLM)";
+export const COIN_LABEL = "coin collector (real LLM)";
+const LABEL = COIN_LABEL;
 const CELL = { opponent: "none", seat: "none" };
 const META_METHODS = [
   { name: MAGE, label: "MAGE" },

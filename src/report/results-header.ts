@@ -1,9 +1,10 @@
 import { kuhnCalibration } from "../evaluate/kuhn-calibration.js";
 import { keyFacts } from "../evaluate/kuhn-calibration-text.js";
+import { COIN_GAME, COIN_LABEL } from "./coin-targets.js";
 import { compareMethodNames, type ExperimentGame } from "./compare.js";
 import type { Experiment } from "./experiments.js";
 import { DASH, formatDuration, formatScore, shortCommit, table } from "./markdown.js";
-import { isRealModelGame, realGrids } from "./real-targets.js";
+import { isRealModelGame, realGrid, realGrids } from "./real-targets.js";
 import { gameTitle, mean, type ResultsOptions, renamedFrom, wallOf } from "./results-common.js";
 import type { TargetSource } from "./results-summary.js";
 import { mainExperiment, type TargetLine } from "./targets.js";
@@ -157,6 +158,15 @@ export function targetSources(all: readonly ExperimentGame[]): (TargetSource & {
       key: spec.label,
       grid: name,
       phrase: `${gameTitle(spec.game)} on a real LLM from \`${name}\``,
+    });
+  }
+  const coin = realGrid(all, COIN_GAME);
+  if (coin) {
+    const name = coin.experiment.name;
+    sources.push({
+      key: COIN_LABEL,
+      grid: name,
+      phrase: `the coin collector on a real LLM from \`${name}\``,
     });
   }
   return sources;

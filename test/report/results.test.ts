@@ -998,4 +998,17 @@ describe("issue 45's coin-collector targets", () => {
     assert.equal(coin(lines, /^test seeds: MAGE − GiGPO/).verdict, "missed");
     assert.equal(coin(lines, /^test seeds: LaMer-style in-trial gain/).verdict, "not run");
   });
+
+  it("gives the grid its row in the summary, counted over the coin targets", () => {
+    const md = buildResults([grid({ mage: 300, lamer: 250, gigpo: 0, zeroshot: 20 })], {
+      plotsLink: ".",
+    }).markdown;
+    const row = md.split("\n").find((l) => l.startsWith("| [`coin-real-main`](#experiment-coin-real-main)"));
+    assert.ok(row, "no summary row for coin-real-main");
+    assert.match(row, /\| coin collector \(real LLM\) \| 12 of 12 \| test seeds: MAGE in-trial gain/);
+    assert.match(
+      md,
+      /from the summaries of the main comparison: .*the coin collector on a real LLM from `coin-real-main`/,
+    );
+  });
 });
