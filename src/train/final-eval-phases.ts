@@ -31,6 +31,22 @@ interface PhasesFile {
   phases: Partial<Record<FinalEvalPhase, KeptPhase>>;
 }
 
+/**
+ * JSON writes an empty estimate's NaN mean and bounds (e.g. `wonTurnsAt` of an attempt no trial
+ * won) as null; a kept phase gets them back as NaN, so a resumed run's snapshot equals the one
+ * the phase measured.
+ */
+function reviveEmptyEstimates<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(reviveEmptyEstimates) as T;
+  if (value === null || typeof value !== "object") return value;
+  const entries = Object.entries(value).map(([k, v]) => [k, reviveEmptyEstimates(v)] as const);
+  const o = Object.fromEntries(entries) as Record<string, unknown>;
+  if (o.n === 0 && "mean" in o && "lo" in o && "hi" in o) {
+    for (const k of ["mean", "lo", "hi"]) if (o[k] === null) o[k] = Number.NaN;
+  }
+  return o as T;
+}
+
 export class FinalEvalPhases {
   private constructor(
     private readonly path: string,
@@ -52,7 +68,8 @@ export class FinalEvalPhases {
   }
 
   kept(phase: FinalEvalPhase): KeptPhase | undefined {
-    return this.file.phases[phase];
+    const kept = this.file.phases[phase];
+    return kept && { ...kept, snapshot: reviveEmptyEstimates(kept.snapshot) };
   }
 
   async keep(phase: FinalEvalPhase, snapshot: EvalSnapshot, seconds: number): Promise<void> {
