@@ -85,6 +85,10 @@ describe("mage pretrain --backend torch", () => {
         /--epsilon is for the puzzles' corpus player \(sokoban, minesweeper\), not kuhn/,
       ],
       [
+        ["--game", "sokoban", "--backend", "torch", "--model", "m", "--first-epsilon", "0.5"],
+        /--first-epsilon is for a served environment's warm start \(--config FILE\)/,
+      ],
+      [
         ["--game", "tictactoe", "--backend", "torch", "--model", "m", "--reflection-moves", "2"],
         /--reflection-moves is for the puzzles' corpus player/,
       ],

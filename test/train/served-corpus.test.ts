@@ -118,6 +118,33 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     for (const c of calls.filter((x) => x.attempt === 0)) assert.deepEqual(c.memory, []);
   });
 
+  it("firstEpsilon sets the random share of attempt 1 apart from the later attempts'", async () => {
+    const calls: ExpertCall[] = [];
+    const corpus = await buildServedCorpus({
+      def,
+      trials: 12,
+      rng: Rng.seeded(5),
+      epsilon: 0,
+      firstEpsilon: 1,
+      malformedRate: 0,
+      onExpert: (c) => calls.push(c),
+    });
+    assert.ok(calls.length > 0, "later attempts follow the expert");
+    assert.ok(
+      calls.every((c) => c.attempt > 0),
+      "attempt 1 plays only random legal actions",
+    );
+    assert.ok(corpus.stats.reflections > 0);
+    assert.ok(
+      (corpus.stats.won ?? 0) > (corpus.stats.wonFirst ?? 0),
+      "later attempts win what attempt 1 lost",
+    );
+    await assert.rejects(
+      buildServedCorpus({ def, trials: 1, rng: Rng.seeded(1), firstEpsilon: 1.5 }),
+      /firstEpsilon must be in \[0, 1\]/,
+    );
+  });
+
   it("maxTurns caps a corpus attempt's answers; the file's maxTurns, else the server's, reaches both phases", async () => {
     const corpus = await buildServedCorpus({ def, trials: 8, rng: Rng.seeded(3), epsilon: 0.5, maxTurns: 1 });
     for (const t of corpus.trials) {

@@ -38,6 +38,11 @@ const USAGE =
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
   "  --knobs (torch): TicTacToe's and MineSweeper's cell format, \"cells: digits\" (the default: answers\n" +
   '    <action>23</action>) or "cells: pair"; the puzzles\' difficulty as below\n' +
+  "mage pretrain --config FILE [--model DIR] [--out DIR] [--seed S] [--epsilon X] [--first-epsilon X] [--reflection-facts N] " +
+  "[the torch flags above: --steps, --lr, --corpus-trials, --eval-trials, --threads, --resume, …]\n" +
+  "  a warm start on a served environment with an expert (configs/pretrain/*.yaml; the flags override its settings)\n" +
+  "  --epsilon: share of the corpus expert's answers that are random legal actions; --first-epsilon: the share at\n" +
+  "    attempt 1 (default: --epsilon; higher makes first attempts fail, so later ones show the reflection at work)\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
@@ -154,6 +159,7 @@ export function formatTorchPretrainReport(r: TorchPretrainReport): string {
     `  base     ${r.base.dir} (model.safetensors sha256 ${r.base.sha256 ?? "n/a"})`,
     ...knobsLines(r.taskKnobs),
     `  corpus   ${r.corpus.trials} trials, ${r.corpus.tokens} tokens in the model's template (${r.corpus.scoredTokens} scored), ${r.corpus.playResponses} play answers (${r.corpus.malformed} malformed), ${r.corpus.reflections} reflections  [${sec(t.corpusMs + t.renderMs)}]`,
+    ...servedPlayerLine(r),
     `  sft      ${r.sft.steps} steps, ${r.sft.epochs} epochs, loss ${r.sft.earlyMeanLoss.toFixed(3)} → ${r.sft.lateMeanLoss.toFixed(3)}  [load ${sec(t.loadMs)}, sft ${sec(t.sftMs)}, export ${sec(t.saveMs)}]`,
   ];
   if (r.unlikely)
@@ -228,6 +234,7 @@ const FLAGS = {
   "eval-batch": { type: "string" },
   config: { type: "string" },
   "reflection-facts": { type: "string" },
+  "first-epsilon": { type: "string" },
   json: { type: "boolean", default: false },
 } as const;
 
@@ -239,8 +246,9 @@ export const command: Command = {
   async run(argv: string[]): Promise<number> {
     const { values }: { values: FlagValues } = parseFlags(argv, FLAGS, USAGE);
     if (values.config !== undefined) return runServedCommand(values);
-    if (values["reflection-facts"] !== undefined)
-      throw new UsageError("--reflection-facts is for a served environment's warm start (--config FILE)");
+    for (const flag of ["reflection-facts", "first-epsilon"])
+      if (values[flag] !== undefined)
+        throw new UsageError(`--${flag} is for a served environment's warm start (--config FILE)`);
     if (values.game === undefined)
       throw new UsageError(`--game is required; valid choices: ${PRETRAIN_GAMES.join(", ")}`);
     const backend = expectChoice("backend", (values.backend as string | undefined) ?? "embedded", BACKENDS);
@@ -316,6 +324,17 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
   return 0;
 }
 
+/** A served warm start's corpus player: how often it won, with its ε. */
+function servedPlayerLine(r: TorchPretrainReport): string[] {
+  if (!r.env || r.corpus.won === undefined) return [];
+  const n = r.corpus.trials;
+  const pct = (k: number) => `${((100 * k) / n).toFixed(1)}%`;
+  const eps = r.settings.firstEpsilon === undefined ? "" : `, ${r.settings.firstEpsilon} at attempt 1`;
+  return [
+    `  player   the expert won ${pct(r.corpus.won)} of the corpus trials, ${pct(r.corpus.wonFirst ?? 0)} at attempt 1 (epsilon ${r.settings.epsilon}${eps})`,
+  ];
+}
+
 /** The torch settings both kinds of warm start take from the command line (undefined where a flag is absent; --reflection-facts is refused for built-in games before this). */
 function torchFlagSettings(values: FlagValues) {
   const str = (k: string) => values[k] as string | undefined;
@@ -330,6 +349,7 @@ function torchFlagSettings(values: FlagValues) {
     actionWeight: intFlag("action-weight", str("action-weight"), { min: 1, max: 255 }),
     epsilon: rateFlag("epsilon", str("epsilon")),
     reflectionFacts: intFlag("reflection-facts", str("reflection-facts"), { min: 1 }),
+    firstEpsilon: rateFlag("first-epsilon", str("first-epsilon")),
     dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
     device: str("device"),
     threads: intFlag("threads", str("threads"), { min: 0 }),

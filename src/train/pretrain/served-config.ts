@@ -40,6 +40,7 @@ const SettingsSchema = z
     loraRank: z.number().int().min(0),
     actionWeight: z.number().int().min(1).max(255),
     epsilon: z.number().min(0).max(1),
+    firstEpsilon: z.number().min(0).max(1),
     malformedRate: z.number().min(0).max(1),
     reflectionFacts: z.number().int().min(1),
     evalBatch: z.number().int().positive(),

@@ -3,7 +3,8 @@
  * docs/env-protocol.md): whole compact-style trials through the same trial runner as the built-in
  * corpora, played by an ε-imperfect expert so that attempts fail and reflections have work to do.
  *
- * - play: with probability ε a uniformly random legal action (the state's `legalActions`), else
+ * - play: with probability ε (`firstEpsilon` at attempt 1, if set) a uniformly random legal action
+ *   (the state's `legalActions`), else
  *   the environment expert's action, given as memory the facts the trial's earlier reflections
  *   stated (so later attempts use them: ALFWorld's expert goes straight to where the object was
  *   seen); a share `malformedRate` of play answers is deliberately malformed (no tags, an unclosed
@@ -43,6 +44,11 @@ export interface ServedCorpusOptions {
   maxTurns?: number;
   /** Share of play answers that are random legal actions instead of the expert's. */
   epsilon?: number;
+  /**
+   * The share at attempt 1 (default: `epsilon`). A higher one makes first attempts fail, so that
+   * more trials show a reflection and a later attempt that walks what it stated.
+   */
+  firstEpsilon?: number;
   malformedRate?: number;
   /** Most facts a reflection states (ALFWorld's are ordered: where the target was seen first). */
   reflectionFacts?: number;
@@ -94,13 +100,16 @@ export function factsRemark(facts: readonly string[], rng: Rng): string {
 
 /** The checked player settings. */
 function playerSettings(opts: ServedCorpusOptions) {
+  const epsilon = opts.epsilon ?? SERVED_CORPUS_DEFAULTS.epsilon;
   const s = {
-    epsilon: opts.epsilon ?? SERVED_CORPUS_DEFAULTS.epsilon,
+    epsilon,
+    firstEpsilon: opts.firstEpsilon ?? epsilon,
     malformedRate: opts.malformedRate ?? SERVED_CORPUS_DEFAULTS.malformedRate,
     reflectionFacts: opts.reflectionFacts ?? SERVED_CORPUS_DEFAULTS.reflectionFacts,
   };
   for (const [k, v] of [
     ["epsilon", s.epsilon],
+    ["firstEpsilon", s.firstEpsilon],
     ["malformedRate", s.malformedRate],
   ] as const)
     if (!(v >= 0 && v <= 1)) throw new UsageError(`${k} must be in [0, 1], got ${v}`);
@@ -156,7 +165,8 @@ class ExpertPlayer implements Policy {
       return MALFORMED[kind](legal, rng.derive("malformed", kind));
     }
     const random = rng.derive("random").pick(legal);
-    if (rng.derive("epsilon?").float() < this.s.epsilon) return tag(random);
+    const epsilon = key.attempt === 0 ? this.s.firstEpsilon : this.s.epsilon;
+    if (rng.derive("epsilon?").float() < epsilon) return tag(random);
     const memory = this.stated.get(key.trialId) ?? [];
     this.onExpert?.({ trialId: key.trialId, attempt: key.attempt, turn: key.turn, memory: [...memory] });
     const advice = await task.expert(memory);

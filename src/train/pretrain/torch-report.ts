@@ -57,6 +57,11 @@ export interface TorchPretrainSettings {
   reflectionMoves?: number;
   /** Served environments: most facts a corpus reflection states (absent for the built-in games). */
   reflectionFacts?: number;
+  /**
+   * Served environments: `epsilon` at a corpus trial's first attempt, where set (absent: the
+   * same as `epsilon`, and the warm start's key stays as it was).
+   */
+  firstEpsilon?: number;
   /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
   loraRank: number;
   dtype: (typeof TORCH_DTYPES)[number];

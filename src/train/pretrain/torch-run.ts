@@ -277,8 +277,13 @@ export function resolveTorchSettings(
     throw new UsageError(`--unlikelihood must be a number ≥ 0 (0: plain SFT), got ${s.unlikelihood}`);
   checkRate("tactical-rate", s.tacticalRate);
   if (s.epsilon !== undefined) checkRate("epsilon", s.epsilon);
-  if (opts.reflectionFacts !== undefined && !("reflectionFacts" in TORCH_PRETRAIN_DEFAULTS[game]))
-    throw new UsageError(`reflectionFacts is for served environments' corpus player, not ${game}`);
+  for (const key of ["reflectionFacts", "firstEpsilon"] as const)
+    if (opts[key] !== undefined && !("reflectionFacts" in TORCH_PRETRAIN_DEFAULTS[game]))
+      throw new UsageError(`${key} is for served environments' corpus player, not ${game}`);
+  if (opts.firstEpsilon !== undefined) {
+    checkRate("firstEpsilon", opts.firstEpsilon);
+    s.firstEpsilon = opts.firstEpsilon;
+  }
   if (s.reflectionFacts !== undefined && !(Number.isInteger(s.reflectionFacts) && s.reflectionFacts >= 1))
     throw new UsageError(`reflectionFacts must be an integer ≥ 1, got ${s.reflectionFacts}`);
   if (s.reflectionMoves !== undefined && !(Number.isInteger(s.reflectionMoves) && s.reflectionMoves >= 0))
@@ -422,6 +427,7 @@ function playCorpus(r: TorchRun) {
       malformedRate: r.settings.malformedRate,
       ...(r.settings.epsilon !== undefined ? { epsilon: r.settings.epsilon } : {}),
       ...(r.settings.reflectionFacts !== undefined ? { reflectionFacts: r.settings.reflectionFacts } : {}),
+      ...(r.settings.firstEpsilon !== undefined ? { firstEpsilon: r.settings.firstEpsilon } : {}),
     });
   return buildCorpus({
     game: r.game,
