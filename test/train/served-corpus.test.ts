@@ -219,24 +219,7 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
         "settings: {steps: 1, corpusTrials: 4, evalTrials: 2, loraRank: 2, batchTokens: 4000, microBatchTokens: 2048}",
       ].join("\n"),
     );
-    const write = process.stdout.write.bind(process.stdout);
-    const writeErr = process.stderr.write.bind(process.stderr);
-    let out = "";
-    let err = "";
-    process.stdout.write = ((chunk: string | Uint8Array) => {
-      out += String(chunk);
-      return true;
-    }) as typeof process.stdout.write;
-    process.stderr.write = ((chunk: string | Uint8Array) => {
-      err += String(chunk);
-      return true;
-    }) as typeof process.stderr.write;
-    try {
-      await pretrainCommand.run(["--config", file, "--json"]);
-    } finally {
-      process.stdout.write = write;
-      process.stderr.write = writeErr;
-    }
+    const { out, err } = await captured(["--config", file, "--json"]);
     assert.equal(err, "", "--json: no progress lines");
     const report = JSON.parse(out) as TorchPretrainReport;
     assert.equal(report.game, "remote");
@@ -248,5 +231,35 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     assert.equal(e.successAt?.length, 3);
     assert.deepEqual(Object.keys(e.byCategory ?? {}), ["boxes", "boxes/3"]);
     assert.ok(e.targets.some((t) => /well-formed/.test(t.name)));
+
+    // --corpus-only plays the very corpus the warm start trained on, without the model.
+    const preview = JSON.parse((await captured(["--config", file, "--json", "--corpus-only"])).out) as {
+      corpus: TorchPretrainReport["corpus"];
+    };
+    for (const k of ["trials", "playResponses", "malformed", "reflections"] as const)
+      assert.equal(preview.corpus[k], report.corpus[k], k);
   });
 });
+
+/** `mage pretrain ARGV` with its stdout and stderr captured. */
+async function captured(argv: string[]): Promise<{ out: string; err: string }> {
+  const write = process.stdout.write.bind(process.stdout);
+  const writeErr = process.stderr.write.bind(process.stderr);
+  let out = "";
+  let err = "";
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    out += String(chunk);
+    return true;
+  }) as typeof process.stdout.write;
+  process.stderr.write = ((chunk: string | Uint8Array) => {
+    err += String(chunk);
+    return true;
+  }) as typeof process.stderr.write;
+  try {
+    await pretrainCommand.run(argv);
+  } finally {
+    process.stdout.write = write;
+    process.stderr.write = writeErr;
+  }
+  return { out, err };
+}

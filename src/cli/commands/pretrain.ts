@@ -10,10 +10,11 @@ import { KERNEL_PREFERENCES } from "../../model/kernels/select.js";
 import { parseKnobsArg, type TaskKnobs } from "../../train/config.js";
 import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import type { PretrainEvaluation } from "../../train/pretrain/evaluate.js";
-import { type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
+import { corpusWinText, type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
 import { loadServedPretrainConfig, openServedPretrain } from "../../train/pretrain/served-config.js";
 import { formatTargetValue } from "../../train/pretrain/target-text.js";
 import {
+  previewTorchCorpus,
   runTorchPretrain,
   TORCH_DTYPES,
   TORCH_PRETRAIN_GAMES,
@@ -38,11 +39,13 @@ const USAGE =
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
   "  --knobs (torch): TicTacToe's and MineSweeper's cell format, \"cells: digits\" (the default: answers\n" +
   '    <action>23</action>) or "cells: pair"; the puzzles\' difficulty as below\n' +
-  "mage pretrain --config FILE [--model DIR] [--out DIR] [--seed S] [--epsilon X] [--first-epsilon X] [--reflection-facts N] " +
+  "mage pretrain --config FILE [--model DIR] [--out DIR] [--seed S] [--epsilon X] [--first-epsilon X] [--reflection-facts N] [--corpus-only] " +
   "[the torch flags above: --steps, --lr, --corpus-trials, --eval-trials, --threads, --resume, …]\n" +
   "  a warm start on a served environment with an expert (configs/pretrain/*.yaml; the flags override its settings)\n" +
   "  --epsilon: share of the corpus expert's answers that are random legal actions; --first-epsilon: the share at\n" +
   "    attempt 1 (default: --epsilon; higher makes first attempts fail, so later ones show the reflection at work)\n" +
+  "  --corpus-only: play the corpus the warm start would train on and print its tally (trials won, reflections),\n" +
+  "    without loading the model: seconds, to size the ε settings and --corpus-trials before a long SFT\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
   "[--steps N] [--seed S] [--kernels auto|js|wasm|native] [--corpus-trials N] [--eval-trials N] " +
   "[--lr X] [--init-std X] [--answers-only] [--batch-tokens N] [--action-weight N] [--tactical-rate X] [--epsilon X] [--reflection-moves N] [--heed-reflections] [--knobs YAML] [--shards N] [--json]\n" +
@@ -235,6 +238,7 @@ const FLAGS = {
   config: { type: "string" },
   "reflection-facts": { type: "string" },
   "first-epsilon": { type: "string" },
+  "corpus-only": { type: "boolean" },
   json: { type: "boolean", default: false },
 } as const;
 
@@ -246,7 +250,7 @@ export const command: Command = {
   async run(argv: string[]): Promise<number> {
     const { values }: { values: FlagValues } = parseFlags(argv, FLAGS, USAGE);
     if (values.config !== undefined) return runServedCommand(values);
-    for (const flag of ["reflection-facts", "first-epsilon"])
+    for (const flag of ["reflection-facts", "first-epsilon", "corpus-only"])
       if (values[flag] !== undefined)
         throw new UsageError(`--${flag} is for a served environment's warm start (--config FILE)`);
     if (values.game === undefined)
@@ -324,6 +328,25 @@ async function runTorchCommand(values: Record<string, string | boolean | undefin
   return 0;
 }
 
+/** `--corpus-only`: the corpus a served warm start would train on, tallied. */
+async function printCorpusPreview(
+  options: Parameters<typeof previewTorchCorpus>[0],
+  json: boolean,
+): Promise<number> {
+  const { stats, settings, seconds } = await previewTorchCorpus(options);
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ corpus: stats, settings, seconds }, null, 2)}\n`);
+    return 0;
+  }
+  const eps = settings.firstEpsilon === undefined ? "" : `, ${settings.firstEpsilon} at attempt 1`;
+  process.stdout.write(
+    `corpus of ${stats.trials} trials (seed ${options.seed}, epsilon ${settings.epsilon}${eps}): ` +
+      `${stats.playResponses} play answers (${stats.malformed} malformed), ${stats.reflections} reflections` +
+      `${corpusWinText(stats)}; ${(stats.won ?? 0) - (stats.wonFirst ?? 0)} trials won after attempt 1  [${seconds.toFixed(1)} s]\n`,
+  );
+  return 0;
+}
+
 /** A served warm start's corpus player: how often it won, with its ε. */
 function servedPlayerLine(r: TorchPretrainReport): string[] {
   if (!r.env || r.corpus.won === undefined) return [];
@@ -383,7 +406,7 @@ async function runServedCommand(values: FlagValues): Promise<number> {
   );
   const served = await openServedPretrain(file);
   try {
-    const report = await runTorchPretrain({
+    const options = {
       ...file.settings,
       ...flags,
       game: "remote",
@@ -391,6 +414,10 @@ async function runServedCommand(values: FlagValues): Promise<number> {
       out: str("out") ?? file.out ?? undefined,
       seed: intFlag("seed", str("seed")) ?? file.seed,
       served,
+    };
+    if (values["corpus-only"] === true) return await printCorpusPreview(options, values.json === true);
+    const report = await runTorchPretrain({
+      ...options,
       resume: values.resume === true,
       checkpointSeconds: intFlag("checkpoint-seconds", str("checkpoint-seconds"), { min: 0 }),
       progress: values.json ? null : process.stderr,

@@ -595,6 +595,19 @@ export async function runTorchPretrain(opts: TorchPretrainOptions): Promise<Torc
   return trainAndCheck(r, opts, base);
 }
 
+/**
+ * The corpus the warm start with these options would train on, played and tallied without loading
+ * the model (`--corpus-only`): seconds, not the SFT's tens of minutes, to size ε and the trials.
+ */
+export async function previewTorchCorpus(
+  opts: TorchPretrainOptions,
+): Promise<{ stats: CorpusStats; settings: TorchPretrainSettings; seconds: number }> {
+  const r = prepareRun(opts);
+  const clock = new Stopwatch();
+  const corpus = await playCorpus(r);
+  return { stats: corpus.stats, settings: r.settings, seconds: clock.lap() / 1000 };
+}
+
 /** The checks of a warm start that was trained and exported by an earlier, interrupted run. */
 async function resumeChecks(
   r: TorchRun,
