@@ -15,6 +15,7 @@ import { sftCheckpointDir } from "../../src/train/pretrain/torch-resume.js";
 import { runTorchPretrain, type TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
 import { sftLearningRate, splitWeights } from "../../src/train/pretrain/torch-sft.js";
 import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
+import { runPretrainCaptured } from "./pretrain-capture.js";
 
 const dirs: string[] = [];
 after(async () => {
@@ -28,20 +29,7 @@ async function tempDir(): Promise<string> {
 }
 
 /** Runs the command with its stdout captured. */
-async function runCommand(argv: string[]): Promise<string> {
-  const write = process.stdout.write.bind(process.stdout);
-  let out = "";
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  try {
-    await pretrainCommand.run(argv);
-  } finally {
-    process.stdout.write = write;
-  }
-  return out;
-}
+const runCommand = async (argv: string[]): Promise<string> => (await runPretrainCaptured(argv)).out;
 
 const sha256 = (file: string) => createHash("sha256").update(readFileSync(file)).digest("hex");
 

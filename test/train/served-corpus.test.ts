@@ -3,7 +3,6 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { command as pretrainCommand } from "../../src/cli/commands/pretrain.js";
 import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import { extractTag } from "../../src/core/tags.js";
@@ -22,6 +21,7 @@ import {
 import type { TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
 import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
 import { startPythonServer } from "../serve/adapters.js";
+import { runPretrainCaptured } from "./pretrain-capture.js";
 
 /**
  * The corpus of a served environment with an expert (python/tests/search_adapter.py: find the key
@@ -219,7 +219,7 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
         "settings: {steps: 1, corpusTrials: 4, evalTrials: 2, loraRank: 2, batchTokens: 4000, microBatchTokens: 2048}",
       ].join("\n"),
     );
-    const { out, err } = await captured(["--config", file, "--json"]);
+    const { out, err } = await runPretrainCaptured(["--config", file, "--json"]);
     assert.equal(err, "", "--json: no progress lines");
     const report = JSON.parse(out) as TorchPretrainReport;
     assert.equal(report.game, "remote");
@@ -233,33 +233,12 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     assert.ok(e.targets.some((t) => /well-formed/.test(t.name)));
 
     // --corpus-only plays the very corpus the warm start trained on, without the model.
-    const preview = JSON.parse((await captured(["--config", file, "--json", "--corpus-only"])).out) as {
+    const preview = JSON.parse(
+      (await runPretrainCaptured(["--config", file, "--json", "--corpus-only"])).out,
+    ) as {
       corpus: TorchPretrainReport["corpus"];
     };
     for (const k of ["trials", "playResponses", "malformed", "reflections"] as const)
       assert.equal(preview.corpus[k], report.corpus[k], k);
   });
 });
-
-/** `mage pretrain ARGV` with its stdout and stderr captured. */
-async function captured(argv: string[]): Promise<{ out: string; err: string }> {
-  const write = process.stdout.write.bind(process.stdout);
-  const writeErr = process.stderr.write.bind(process.stderr);
-  let out = "";
-  let err = "";
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = ((chunk: string | Uint8Array) => {
-    err += String(chunk);
-    return true;
-  }) as typeof process.stderr.write;
-  try {
-    await pretrainCommand.run(argv);
-  } finally {
-    process.stdout.write = write;
-    process.stderr.write = writeErr;
-  }
-  return { out, err };
-}
