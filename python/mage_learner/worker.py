@@ -160,6 +160,8 @@ class Worker:
             out = generate_lean(self.runner, self.loaded.tokenizer, self.loaded.eos_ids, prompts, params, store)
         else:
             out = generate(learner.model, self.loaded.tokenizer, self.loaded.device, self.loaded.eos_ids, prompts, params, store)
+        if store is None:
+            self.prefixes.prefilled_tokens += sum(len(p) for p in prompts)
         tokens = [t for s in out for t in s.tokens]
         return {
             "texts": [s.text for s in out],
@@ -167,6 +169,7 @@ class Worker:
             "decoder": "hf" if self.runner is None else "lean",
             "ms": (time.perf_counter() - t0) * 1000,
             "peakRssBytes": peak_rss_bytes(),
+            "prefix": prefix_report(self.prefixes),
         }, {
             "tokens": np.asarray(tokens, np.int32),
             "token_lengths": np.asarray([len(s.tokens) for s in out], np.int32),
@@ -233,6 +236,18 @@ def lean_runner(req: dict[str, Any], loaded: Loaded, sharded: bool) -> Runner | 
             raise usage(f"decoder lean: {reason}; use decoder: hf or auto", "model.torch.decoder")
         return None
     return make_runner(Decoder(loaded.model), bool(req.get("cudaGraphs", True)))
+
+
+def prefix_report(store: PrefixStore) -> dict[str, int]:
+    """Prompt tokens taken from stored keys and values vs prefilled, since the model was loaded
+    (counts, so a caller can tell its own share by difference), and what the store holds now."""
+    return {
+        "reusedTokens": store.reused_tokens,
+        "prefilledTokens": store.prefilled_tokens,
+        "entries": len(store.entries),
+        "bytes": store.bytes,
+        "budgetBytes": store.budget,
+    }
 
 
 def prefix_budget(req: dict[str, Any], loaded: Loaded) -> int:

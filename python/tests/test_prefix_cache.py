@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from helpers import batch, call, loaded_worker
-from test_generate import gen, req
+from test_generate import gen, prompts, req
 
 from mage_learner.worker import Worker
 
@@ -57,3 +57,19 @@ def test_the_budget_bounds_what_is_kept(llama_dir: Path) -> None:
     gen(w, [LONG, [2, *range(80, 110)]], [req(1, n=4), req(2, n=4)])
     assert 0 < w.prefixes.bytes <= w.prefixes.budget
     assert len(w.prefixes.entries) == 1
+
+
+def test_generate_reports_what_it_reused_and_prefilled(llama_dir: Path) -> None:
+    w = loaded_worker(llama_dir)
+    h1, _ = call(w, "generate", prompts([LONG]), requests=[req(3, n=6)])
+    first = h1["prefix"]
+    assert first["reusedTokens"] == 0 and first["prefilledTokens"] == len(LONG)
+    assert first["entries"] == 1 and 0 < first["bytes"] <= first["budgetBytes"]
+    sampled = gen(w, [LONG], [req(3, n=6)])[0][0]
+    h2, _ = call(w, "generate", prompts([LONG + sampled + [5, 6]]), requests=[req(4, n=2)])
+    second = h2["prefix"]
+    reused = second["reusedTokens"] - first["reusedTokens"]
+    assert reused >= len(LONG) and reused + second["prefilledTokens"] - first["prefilledTokens"] > len(LONG)
+    cold = loaded_worker(llama_dir, prefixCacheMB=0)
+    h3, _ = call(cold, "generate", prompts([LONG, [2, 3]]), requests=[req(1, n=2), req(2, n=2)])
+    assert h3["prefix"]["reusedTokens"] == 0 and h3["prefix"]["prefilledTokens"] == len(LONG) + 2

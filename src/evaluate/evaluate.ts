@@ -99,7 +99,7 @@ export async function evaluate(
       cellOf.set(trialId, cell);
     }
   });
-  const tally = o.onProgress ? new ProgressTally(o.cells, o.trials) : null;
+  const tally = o.onProgress ? new ProgressTally(o.cells, o.trials, policy) : null;
   const reportProgress = () => {
     if (tally) o.onProgress?.(tally.snapshot());
   };

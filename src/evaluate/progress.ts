@@ -1,4 +1,4 @@
-import type { Policy } from "../policy/types.js";
+import { type Policy, type PromptTokenCounts, reuseShare } from "../policy/types.js";
 import type { TrialRecord } from "../rollout/types.js";
 import { ProgressBar } from "../train/progress.js";
 import type { EvalCell } from "./cell.js";
@@ -17,6 +17,11 @@ export interface EvalProgress {
   answers: number;
   /** Valid share of the play turns of the finished trials; NaN until one of them played a turn. */
   validRate: number;
+  /**
+   * Share of the prompt tokens fed so far that the backend took from its store of earlier samples
+   * (`Policy.promptTokens`); NaN when the policy does not tell or nothing was fed yet.
+   */
+  promptReuse: number;
 }
 
 export interface CellProgress {
@@ -32,11 +37,15 @@ export class ProgressTally {
   private turns = 0;
   private invalidTurns = 0;
 
+  private readonly promptTokensAtStart: PromptTokenCounts | null;
+
   constructor(
     private readonly cells: readonly EvalCell[],
     private readonly trialsPerCell: number,
+    private readonly policy?: Policy,
   ) {
     this.doneByCell = cells.map(() => 0);
+    this.promptTokensAtStart = policy?.promptTokens?.() ?? null;
   }
 
   /** A trial ended; one cut short by a failing backend (`aborted`) is not done and is left out. */
@@ -60,7 +69,13 @@ export class ProgressTally {
       cells: this.cells.map((cell, i) => ({ cell, done: this.doneByCell[i], total: this.trialsPerCell })),
       answers: this.answers,
       validRate: this.turns > 0 ? 1 - this.invalidTurns / this.turns : Number.NaN,
+      promptReuse: this.promptReuse(),
     };
+  }
+
+  private promptReuse(): number {
+    const now = this.policy?.promptTokens?.();
+    return now && this.promptTokensAtStart ? reuseShare(this.promptTokensAtStart, now) : Number.NaN;
   }
 }
 
@@ -75,6 +90,7 @@ export function countingAnswers(policy: Policy, onAnswers: (count: number) => vo
     },
   };
   if (policy.contextError) counted.contextError = (request) => policy.contextError!(request);
+  if (policy.promptTokens) counted.promptTokens = () => policy.promptTokens!();
   return counted;
 }
 
@@ -159,6 +175,7 @@ function overallMetrics(p: EvalProgress): Record<string, string | number> {
   return {
     answers: p.answers,
     ...(Number.isFinite(p.validRate) ? { valid: `${(100 * p.validRate).toFixed(1)}%` } : {}),
+    ...(Number.isFinite(p.promptReuse) ? { reuse: `${(100 * p.promptReuse).toFixed(0)}%` } : {}),
   };
 }
 

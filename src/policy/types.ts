@@ -57,6 +57,24 @@ export interface Policy {
    * tokenizer lives in another process (the PyTorch worker) answers asynchronously.
    */
   contextError?(request: GenerateRequest): string | null | Promise<string | null>;
+  /**
+   * Prompt tokens this policy's backend has so far taken from keys and values it kept from
+   * earlier samples (`reused`) and computed afresh (`prefilled`): running totals, so a caller tells
+   * its own share by difference. Policies that keep no such store leave it out.
+   */
+  promptTokens?(): PromptTokenCounts;
+}
+
+export interface PromptTokenCounts {
+  reused: number;
+  prefilled: number;
+}
+
+/** The share of prompt tokens reused between two readings of `promptTokens`; NaN when none were fed. */
+export function reuseShare(before: PromptTokenCounts, after: PromptTokenCounts): number {
+  const reused = after.reused - before.reused;
+  const fed = reused + after.prefilled - before.prefilled;
+  return fed > 0 ? reused / fed : Number.NaN;
 }
 
 /** Training samples at temperature 1 with no truncation, so behaviour log-probs are exact. */

@@ -4,7 +4,7 @@ import { Rng } from "../core/rng.js";
 import { TRAIN_SEED_RANGE } from "../evaluate/evaluate.js";
 import { countingAnswers } from "../evaluate/progress.js";
 import type { TrainLearner } from "../learner/types.js";
-import type { Policy } from "../policy/types.js";
+import { type Policy, type PromptTokenCounts, reuseShare } from "../policy/types.js";
 import { runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import { assignGroups } from "../tasks/population.js";
@@ -114,10 +114,14 @@ async function rollout(
   const t0 = performance.now();
   const clock = newEnvClock();
   let answers = 0;
+  const promptTokensAtStart = ctx.policy.promptTokens?.();
   const policy = ctx.onProgress
     ? countingAnswers(ctx.policy, (n) => {
         answers += n;
-        ctx.onProgress?.(`rollout ${answers} answers`);
+        const reuse = reuseSince(ctx.policy, promptTokensAtStart);
+        ctx.onProgress?.(
+          `rollout ${answers} answers${Number.isFinite(reuse) ? `, prompt reuse ${(100 * reuse).toFixed(0)}%` : ""}`,
+        );
       })
     : ctx.policy;
   const trials = await runTrials(
@@ -147,10 +151,20 @@ async function rollout(
     },
   );
   // env_ms: wall time inside the tasks (reset, step, restart), a part of rollout_ms.
-  return {
-    trials,
-    metrics: { rollout_ms: performance.now() - t0, env_ms: clock.ms, env_steps: clock.steps },
+  const metrics: Record<string, number> = {
+    rollout_ms: performance.now() - t0,
+    env_ms: clock.ms,
+    env_steps: clock.steps,
   };
+  // prompt_reuse: share of the rollout's prompt tokens the backend took from its prefix store.
+  const reuse = reuseSince(ctx.policy, promptTokensAtStart);
+  if (Number.isFinite(reuse)) metrics.prompt_reuse = reuse;
+  return { trials, metrics };
+}
+
+function reuseSince(policy: Policy, start: PromptTokenCounts | undefined): number {
+  const now = policy.promptTokens?.();
+  return now && start ? reuseShare(start, now) : Number.NaN;
 }
 
 /** Credit and advantages of the trials, then PPO epochs over mini-batches through the learner. */

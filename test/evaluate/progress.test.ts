@@ -12,7 +12,7 @@ import {
   EvalProgressBar,
 } from "../../src/evaluate/progress.js";
 import { ScriptedPolicy } from "../../src/policy/scripted.js";
-import { EVAL_SAMPLING } from "../../src/policy/types.js";
+import { EVAL_SAMPLING, type Policy } from "../../src/policy/types.js";
 import { loadTask } from "../../src/tasks/registry.js";
 import { saveRandomCheckpoint } from "../model/random-checkpoint.js";
 
@@ -32,8 +32,23 @@ const CELLS: EvalCell[] = [
   { opponent: "conservative", seat: "second", unseen: false },
 ];
 
-async function evaluateKuhn(onProgress?: (p: EvalProgress) => void) {
-  return evaluate(kuhnPlayer(), {
+/** A backend that reuses 3 of every 4 prompt tokens it is fed, with counts running from before the evaluation. */
+function reusingPlayer(): Policy {
+  const inner = kuhnPlayer();
+  const counts = { reused: 1000, prefilled: 0 };
+  return {
+    name: "reusing",
+    generate: async (requests) => {
+      counts.reused += 3 * requests.length;
+      counts.prefilled += requests.length;
+      return inner.generate(requests);
+    },
+    promptTokens: () => ({ ...counts }),
+  };
+}
+
+async function evaluateKuhn(onProgress?: (p: EvalProgress) => void, player: Policy = kuhnPlayer()) {
+  return evaluate(player, {
     task: await loadTask("kuhn"),
     cells: CELLS,
     trials: 5,
@@ -92,6 +107,22 @@ describe("evaluate: progress", () => {
 
     const without = await evaluateKuhn();
     assert.deepEqual(without.cells, result.cells, "watching the progress changes no result");
+    assert.ok(
+      seen.every((p) => Number.isNaN(p.promptReuse)),
+      "no reuse share from a policy that does not count prompt tokens",
+    );
+  });
+
+  it("reports the share of prompt tokens the policy reused during the evaluation, not before it", async () => {
+    const seen: EvalProgress[] = [];
+    await evaluateKuhn((p) => seen.push(p), reusingPlayer());
+    assert.ok(Number.isNaN(seen[0].promptReuse), "nothing fed before the first answer");
+    assert.equal(seen.at(-1)!.promptReuse, 0.75);
+    const stream = fakeStream(false);
+    const bar = new EvalProgressBar({ label: "eval", stream, tickMs: 0 });
+    bar.update(seen.at(-1)!);
+    bar.finish();
+    assert.match(stream.text, /reuse 75%/);
   });
 });
 
@@ -109,7 +140,13 @@ function fakeStream(tty: boolean, columns = 80): NodeJS.WriteStream & { text: st
   return s as unknown as NodeJS.WriteStream & { text: string };
 }
 
-function progressOf(doneByCell: number[], trials: number, answers: number, validRate: number): EvalProgress {
+function progressOf(
+  doneByCell: number[],
+  trials: number,
+  answers: number,
+  validRate: number,
+  promptReuse = Number.NaN,
+): EvalProgress {
   const cells: CellProgress[] = CELLS.map((cell, i) => ({ cell, done: doneByCell[i], total: trials }));
   return {
     done: doneByCell.reduce((a, b) => a + b, 0),
@@ -117,6 +154,7 @@ function progressOf(doneByCell: number[], trials: number, answers: number, valid
     cells,
     answers,
     validRate,
+    promptReuse,
   };
 }
 

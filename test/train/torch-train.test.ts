@@ -16,9 +16,9 @@ import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
  * Llama: checkpoints, resume after kill -9 of the trainer, the worker killed mid-update, and
  * `mage eval --checkpoint` on the result.
  */
-/** Timings and memory vary between runs and processes: every `*_ms`, `wall_s`, the worker's peak RSS. */
+/** Timings and memory vary between runs and processes (every `*_ms`, `wall_s`, the worker's peak RSS), and so does prefix reuse (a resumed worker starts with an empty store). */
 function isTiming(key: string): boolean {
-  return key.endsWith("_ms") || key === "wall_s" || key === "worker_peak_rss_mb";
+  return key.endsWith("_ms") || key === "wall_s" || key === "worker_peak_rss_mb" || key === "prompt_reuse";
 }
 
 function metricsOf(dir: string): Record<string, number>[] {
@@ -92,6 +92,12 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
     for (const m of metrics) {
       assert.ok(m.optimizer_steps >= 1 && Number.isFinite(m.loss) && Number.isFinite(m.grad_norm));
       assert.ok(m.scored_tokens > 0);
+    }
+    const raw = readFileSync(join(straight, "metrics.jsonl"), "utf8").trim().split("\n");
+    for (const line of raw) {
+      const reuse = JSON.parse(line).prompt_reuse;
+      // Later turns extend earlier samples, so the worker's prefix store serves part of every rollout.
+      assert.ok(reuse > 0 && reuse < 1, `prompt_reuse ${reuse}`);
     }
     const ck = join(straight, "checkpoints", "iter-000004");
     assert.deepEqual(readdirSync(ck).sort(), ["learner", "meta.json", "torch.json", "training-state.json"]);

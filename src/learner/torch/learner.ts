@@ -15,7 +15,7 @@ import type { PpoLossOptions, PpoTokenInputs } from "../../algo/ppo-loss.js";
 import { UsageError } from "../../core/errors.js";
 import { TORCH_CHECKPOINT_FILES, writeDirAtomic } from "../../model/checkpoint.js";
 import type { Batch } from "../../model/transformer.js";
-import type { ChatMessage } from "../../policy/types.js";
+import type { ChatMessage, PromptTokenCounts } from "../../policy/types.js";
 import type { TorchModelConfig } from "../../train/config.js";
 import type {
   LearnerUpdateResult,
@@ -124,6 +124,8 @@ function scoredCount(batch: Batch): number {
 export class TorchLearner implements TrainLearner {
   readonly backend = "torch" as const;
   step = 0;
+  /** The worker's running prompt-token counts, as its last `generate` reply gave them. */
+  private promptCounts: PromptTokenCounts = { reused: 0, prefilled: 0 };
 
   private constructor(
     readonly worker: TorchWorker,
@@ -389,6 +391,18 @@ export class TorchLearner implements TrainLearner {
     return { path: String(reply.header.path), merged: reply.header.merged === true };
   }
 
+  /** Prompt tokens the worker's `generate` reused from its prefix store and prefilled, so far. */
+  promptTokens(): PromptTokenCounts {
+    return { ...this.promptCounts };
+  }
+
+  private notePromptTokens(prefix: unknown): void {
+    if (typeof prefix !== "object" || prefix === null) return;
+    const p = prefix as { reusedTokens?: unknown; prefilledTokens?: unknown };
+    if (typeof p.reusedTokens === "number" && typeof p.prefilledTokens === "number")
+      this.promptCounts = { reused: p.reusedTokens, prefilled: p.prefilledTokens };
+  }
+
   /** Samples continuations of prompt ids (see TorchPolicy). */
   async generate(
     prompts: readonly (readonly number[])[],
@@ -410,6 +424,7 @@ export class TorchLearner implements TrainLearner {
       o += p.length;
     }
     const reply = await this.worker.request("generate", { requests }, { ids, lengths });
+    this.notePromptTokens(reply.header.prefix);
     const tokens = reply.arrays.tokens as Int32Array;
     const tl = reply.arrays.token_lengths as Int32Array;
     const lp = reply.arrays.logprobs as Float64Array;

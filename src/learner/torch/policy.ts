@@ -5,7 +5,7 @@
  * sampled), `logprobs[i]` the log-probability of `tokenIds[i]` under the distribution actually
  * sampled from, `text` without the end-of-turn token, finish "stop" or "length".
  */
-import type { GenerateRequest, Generation, Policy } from "../../policy/types.js";
+import type { GenerateRequest, Generation, Policy, PromptTokenCounts } from "../../policy/types.js";
 import type { TorchLearner } from "./learner.js";
 
 export class TorchPolicy implements Policy {
@@ -68,6 +68,10 @@ export class TorchPolicy implements Policy {
     return ids.length + request.sampling.maxTokens + 1 > limit
       ? `a prompt of ${ids.length} tokens plus maxTokens ${request.sampling.maxTokens} (+1 closing token) exceeds the context length ${limit}`
       : null;
+  }
+
+  promptTokens(): PromptTokenCounts {
+    return this.learner.promptTokens();
   }
 
   async generate(requests: readonly GenerateRequest[]): Promise<Generation[]> {

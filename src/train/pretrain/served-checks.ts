@@ -79,7 +79,7 @@ export async function evaluateServed(opts: ServedCheckOptions): Promise<Pretrain
   const attempts = opts.attempts ?? 3;
   const onProgress = opts.onProgress;
   const tally = onProgress
-    ? new ProgressTally([{ opponent: "none", seat: "first", unseen: false }], opts.trials)
+    ? new ProgressTally([{ opponent: "none", seat: "first", unseen: false }], opts.trials, opts.policy)
     : null;
   const policy = tally
     ? countingAnswers(opts.policy, (count) => {
