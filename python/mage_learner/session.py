@@ -26,7 +26,7 @@ from .frames import DTYPES, NAMES, Array
 MODEL = "$MODEL"
 OUT = "$OUT"
 # Reply fields that legitimately differ between machines: timings and library versions.
-VOLATILE = {"ms", "handleMs", "peakRssBytes", "torch", "transformers", "peft", "cuda", "worker"}
+VOLATILE = {"ms", "handleMs", "peakRssBytes", "prefix", "torch", "transformers", "peft", "cuda", "worker"}
 
 
 def script() -> list[tuple[dict[str, Any], dict[str, Array]]]:
