@@ -262,6 +262,12 @@ async function trainIterations(
   const total = config.train.iterations;
   const bar = opts.progress === false ? null : new ProgressBar({ label: `train ${config.name}`, total });
   let ranHere = 0;
+  if (startIteration > 0 && startIteration < total && timeBoxReached(config, progress)) {
+    // Resumed after the box ran out (say, stopped during the final evaluation): go straight to it.
+    bar?.finish();
+    ctx.log(timeBoxMessage(config, startIteration, total));
+    return { done: startIteration, stopped: false, crashed: null };
+  }
   for (let it = startIteration; it < total; it++) {
     if (opts.shouldStop?.()) {
       bar?.finish();
@@ -302,12 +308,16 @@ async function trainIterations(
     await writeSummary(join(outDir, "summary.json"), progress.summary(run.identity, null, done));
     if (timeUp) {
       bar?.finish();
-      ctx.log(`train.maxMinutes (${config.train.maxMinutes}) reached after ${done} of ${total} iterations`);
+      ctx.log(timeBoxMessage(config, done, total));
       return { done, stopped: false, crashed: null };
     }
   }
   bar?.finish();
   return { done: total, stopped: false, crashed: null };
+}
+
+function timeBoxMessage(config: MageConfig, done: number, total: number): string {
+  return `train.maxMinutes (${config.train.maxMinutes}) reached after ${done} of ${total} iterations`;
 }
 
 /** Whether `train.maxMinutes` of training wall time (resumed runs included) have passed. */
