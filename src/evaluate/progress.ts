@@ -1,4 +1,4 @@
-import { type Policy, type PromptTokenCounts, reuseShare } from "../policy/types.js";
+import { type Policy, type PromptTokenCounts, reuseSince } from "../policy/types.js";
 import type { TrialRecord } from "../rollout/types.js";
 import { ProgressBar } from "../train/progress.js";
 import type { EvalCell } from "./cell.js";
@@ -74,8 +74,7 @@ export class ProgressTally {
   }
 
   private promptReuse(): number {
-    const now = this.policy?.promptTokens?.();
-    return now && this.promptTokensAtStart ? reuseShare(this.promptTokensAtStart, now) : Number.NaN;
+    return this.policy ? reuseSince(this.policy, this.promptTokensAtStart) : Number.NaN;
   }
 }
 

@@ -77,6 +77,15 @@ export function reuseShare(before: PromptTokenCounts, after: PromptTokenCounts):
   return fed > 0 ? reused / fed : Number.NaN;
 }
 
+/** The share `reuseShare` gives from a reading taken earlier to the policy's count now; NaN when it does not count. */
+export function reuseSince(
+  policy: Pick<Policy, "promptTokens">,
+  start: PromptTokenCounts | null | undefined,
+): number {
+  const now = policy.promptTokens?.();
+  return now && start ? reuseShare(start, now) : Number.NaN;
+}
+
 /** Training samples at temperature 1 with no truncation, so behaviour log-probs are exact. */
 export const TRAIN_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 64, stop: [] };
 /** The reference's validation sampling (T 0.7, top-p 0.8, top-k 20). */

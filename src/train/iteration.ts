@@ -4,7 +4,7 @@ import { Rng } from "../core/rng.js";
 import { TRAIN_SEED_RANGE } from "../evaluate/evaluate.js";
 import { countingAnswers } from "../evaluate/progress.js";
 import type { TrainLearner } from "../learner/types.js";
-import { type Policy, type PromptTokenCounts, reuseShare } from "../policy/types.js";
+import { type Policy, reuseSince } from "../policy/types.js";
 import { runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import { assignGroups } from "../tasks/population.js";
@@ -160,11 +160,6 @@ async function rollout(
   const reuse = reuseSince(ctx.policy, promptTokensAtStart);
   if (Number.isFinite(reuse)) metrics.prompt_reuse = reuse;
   return { trials, metrics };
-}
-
-function reuseSince(policy: Policy, start: PromptTokenCounts | undefined): number {
-  const now = policy.promptTokens?.();
-  return now && start ? reuseShare(start, now) : Number.NaN;
 }
 
 /** Credit and advantages of the trials, then PPO epochs over mini-batches through the learner. */
