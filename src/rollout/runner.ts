@@ -398,7 +398,9 @@ class Rollout {
     const cur = t.current;
     cur.turns += 1;
     cur.reward += result.reward;
-    cur.score = result.score;
+    // An invalid answer changes nothing, so the score so far stands: a served environment with a
+    // running score (ScienceWorld) reports none for it, and an attempt cut off after it keeps its own.
+    if (result.valid || result.done) cur.score = result.score;
     if (!result.valid) cur.invalidActions += 1;
     if (result.won) cur.won = true;
     if (result.done) {

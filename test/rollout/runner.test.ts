@@ -6,6 +6,7 @@ import type { GenerateRequest, Generation, Policy } from "../../src/policy/types
 import { RolloutAbortedError, type RunnerOptions, runTrials } from "../../src/rollout/runner.js";
 import type { TrialSpec } from "../../src/rollout/types.js";
 import { loadTask } from "../../src/tasks/registry.js";
+import type { StepResult, TextTask } from "../../src/tasks/types.js";
 import { buildTokenBatch } from "../../src/train/batch.js";
 
 /** Answers with a random legal-looking action from a generator keyed by the request seed. */
@@ -251,4 +252,95 @@ describe("trial runner", () => {
       }
     }
   });
+
+  it("keeps the running score of an attempt cut off after invalid answers", async () => {
+    // Served environments with a running score (ScienceWorld) report none for an invalid answer.
+    const answers = ["up", "up", "jump", "jump"].map((a) => `<action>${a}</action>`);
+    let next = 0;
+    const queue: Policy = {
+      name: "queue",
+      async generate(requests) {
+        return requests.map(() => {
+          const text = answers[next++];
+          return { text, tokenIds: [1], logprobs: [-1], finishReason: "stop", promptTokens: 1 };
+        });
+      },
+    };
+    const [trial] = await runTrials(
+      [{ trialId: 0, groupId: 0, taskSeed: 1, opponent: null, seat: null }],
+      () => new RunningScoreTask(),
+      queue,
+      Rng.seeded(3),
+      { ...OPTS, attempts: 1, maxTurns: 4, reflection: "none" },
+    );
+    const [a] = trial.attempts;
+    assert.deepEqual([a.turns, a.invalidActions, a.finished], [4, 2, false]);
+    assert.equal(a.score, 0.5);
+  });
 });
+
+/** A one-player task whose score climbs 0.25 for each `up`; any other answer is invalid and, as a served environment would report it, carries score 0. */
+class RunningScoreTask implements TextTask {
+  readonly name = "climb";
+  readonly opponent = null;
+  readonly seat = null;
+  readonly done = false;
+  private score = 0;
+  async reset(): Promise<void> {
+    this.score = 0;
+  }
+  restart(): void {
+    this.score = 0;
+  }
+  async step(response: string): Promise<StepResult> {
+    const valid = response.includes("<action>up</action>");
+    if (valid) this.score += 0.25;
+    const text = `height ${this.score}`;
+    return {
+      reward: valid ? 1 : 0,
+      done: false,
+      won: false,
+      draw: false,
+      score: valid ? this.score : 0,
+      valid,
+      ...(valid ? {} : { invalidReason: "not up" }),
+      action: valid ? "up" : "",
+      feedback: "",
+      observation: text,
+      compactFeedback: "",
+      compactObservation: text,
+    };
+  }
+  observation(): string {
+    return `height ${this.score}`;
+  }
+  compactObservation(): string {
+    return this.observation();
+  }
+  anchor(): string {
+    return this.observation();
+  }
+  reflectionAnchor(): string {
+    return "reflection";
+  }
+  info() {
+    return {
+      task: this.name,
+      won: false,
+      draw: false,
+      score: this.score,
+      done: false,
+      opponent: null,
+      seat: null,
+    };
+  }
+  promptText() {
+    return {
+      rules: "Climb.",
+      playInstruction: "Answer <action>up</action>.",
+      compactRules: "Climb.",
+      compactAsk: "Move?",
+      actionWord: "Move",
+    };
+  }
+}
