@@ -195,6 +195,37 @@ describe("mage train and mage eval with game: remote", () => {
     );
   });
 
+  it("eval --env-seeds draws the served instances from that range, checked against the server's", async () => {
+    const sokoban = ["--policy", `checkpoint:${join(root, "base")}`, "--game", "remote"];
+    sokoban.push("--env-url", server.url, "--env-name", "sokoban");
+    const firstObservations = async (file: string, seedFlags: string[]) => {
+      const out = join(root, file);
+      const ev = await runCommand(evalCommand, [
+        ...[...sokoban, ...seedFlags, "--trials", "3", "--attempts", "1"],
+        ...["--max-tokens", "4", "--out", out, "--json"],
+      ]);
+      assert.equal(ev.code, 0, ev.err);
+      return readTrialLog(out).records.map((r) => r.memory!.attempts[0].initialObservation);
+    };
+    const pinned = await firstObservations("env-seeds-5.jsonl", ["--env-seeds", "5"]);
+    assert.equal(pinned.length, 3);
+    assert.equal(new Set(pinned).size, 1, "one seed: every trial is the same level");
+    const ranged = await firstObservations("env-seeds-5-5.jsonl", ["--env-seeds", "5-5"]);
+    assert.deepEqual(ranged, pinned, "5-5 is the same range as 5");
+    const drawn = await firstObservations("env-seeds-all.jsonl", []);
+    assert.equal(new Set(drawn).size, 3, "without the flag the levels are drawn from all the server's seeds");
+
+    const evalWithSeeds = (seeds: string) => runCommand(evalCommand, [...sokoban, "--env-seeds", seeds]);
+    await assert.rejects(
+      evalWithSeeds("7-3"),
+      (e: Error) => e instanceof UsageError && /--env-seeds must be MIN-MAX/.test(e.message),
+    );
+    await assert.rejects(
+      evalWithSeeds("0-99999999999"),
+      (e: Error) => e instanceof UsageError && /valid range .*\[0, 4294967295\]/.test(e.message),
+    );
+  });
+
   it("eval.env: the evaluations play the env config and seeds laid over training's", async () => {
     const sets = [
       "eval: { every: 0, trials: 2, finalTrials: 4, env: { config: { numBoxes: 1 }, seeds: { min: 5, max: 5 } } }",

@@ -36,9 +36,12 @@ const USAGE = [
   "          [--attempts K] [--trials N] [--reflection TYPE|none] [--style compact|full] [--max-tokens N]",
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json] [--quiet]",
   "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none] [--knobs YAML] [--harder]",
-  "          [--game remote --env-url URL --env-name NAME [--env-config JSON] [--env-api-key-env NAME]]",
+  "          [--game remote --env-url URL --env-name NAME [--env-config JSON] [--env-seeds MIN-MAX]",
+  "          [--env-api-key-env NAME]]",
   "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
-  "          checkpoint trained on one remembers its server and environment",
+  "          checkpoint trained on one remembers its server, environment and env config",
+  "  --env-seeds: draw the served instances from these seeds (default: all the server's), e.g. a",
+  '          split\'s range: --env-config \'{"split": "test"}\' --env-seeds 20000-20999',
   '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 2" (sokoban) or "mines: 5" (minesweeper),',
   '          or TicTacToe\'s cell format, "cells: digits"; default: the knobs the checkpoint or warm start',
   "          trained with (else the reference's 6x6 levels and (row, col) cells)",
@@ -157,6 +160,7 @@ const FLAGS = {
   "env-name": { type: "string" },
   "env-api-key-env": { type: "string" },
   "env-config": { type: "string" },
+  "env-seeds": { type: "string" },
   opponent: { type: "string" },
   seat: { type: "string" },
   attempts: { type: "string" },
@@ -244,7 +248,8 @@ async function evalTask(values: Flags, source: EvalSource): Promise<{ task: Task
   const config =
     values["env-config"] !== undefined ? envConfigArg(values["env-config"]) : (metaEnv?.config ?? {});
   const apiKeyEnv = values["env-api-key-env"] ?? metaEnv?.apiKeyEnv ?? null;
-  const task = await openRemoteTask({ url, name, config, apiKeyEnv });
+  const seeds = values["env-seeds"] !== undefined ? envSeedsArg(values["env-seeds"]) : null;
+  const task = await openRemoteTask({ url, name, config, apiKeyEnv, seeds });
   return { task, game: task.name };
 }
 
@@ -258,6 +263,16 @@ function envConfigArg(text: string): Record<string, unknown> {
   if (typeof config !== "object" || config === null || Array.isArray(config))
     throw new UsageError(`--env-config must be a JSON object, got ${text}`);
   return config as Record<string, unknown>;
+}
+
+/** `--env-seeds MIN-MAX` (or one seed, `N`); the server checks the range against its own. */
+function envSeedsArg(text: string): { min: number; max: number } {
+  const m = /^(\d+)(?:-(\d+))?$/.exec(text.trim());
+  const min = m ? Number(m[1]) : Number.NaN;
+  const max = m?.[2] !== undefined ? Number(m[2]) : min;
+  if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min > max)
+    throw new UsageError(`--env-seeds must be MIN-MAX with 0 <= MIN <= MAX (or one seed N), got ${text}`);
+  return { min, max };
 }
 
 /**
