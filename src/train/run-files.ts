@@ -113,9 +113,7 @@ export async function saveRunCheckpoint(
       ...backend.describe,
       run: config.name,
       game: gameName(config),
-      ...(config.env
-        ? { env: { url: config.env.url, name: config.env.name, config: config.env.config } }
-        : {}),
+      ...(config.env ? { env: checkpointEnv(config.env) } : {}),
       iteration,
       // What `mage eval` needs to tell the opponents this model trained against from unseen ones.
       trainingOpponents: config.population.opponents.map((o) => o.spec),
@@ -130,6 +128,20 @@ export async function saveRunCheckpoint(
     },
   });
   await pruneCheckpoints(outDir, config.train.keepLast, progress.best.iteration);
+}
+
+/**
+ * The served environment a checkpoint remembers for `mage eval --checkpoint`: where and what it
+ * trained on, with the seed range and the name of the API key's variable (never the key).
+ */
+function checkpointEnv(env: NonNullable<MageConfig["env"]>) {
+  return {
+    url: env.url,
+    name: env.name,
+    config: env.config,
+    ...(env.seeds ? { seeds: env.seeds } : {}),
+    ...(env.apiKeyEnv ? { apiKeyEnv: env.apiKeyEnv } : {}),
+  };
 }
 
 /** Deletes all but the newest `keep` checkpoints, never the best one. */

@@ -226,6 +226,34 @@ describe("mage train and mage eval with game: remote", () => {
     );
   });
 
+  it("eval --checkpoint plays the served seeds it trained on, and --env-config drops them", async () => {
+    const path = remoteConfig("pinned-seeds.yaml", "sokoban", []);
+    writeFileSync(
+      path,
+      readFileSync(path, "utf8")
+        .replace(/population: .*\n/, "")
+        .replace(/env: \{ (.*) \}\n/, "env: { $1, seeds: { min: 9, max: 9 } }\n")
+        .replace("iterations: 2", "iterations: 1"),
+    );
+    const out = join(root, "pinned-seeds-run");
+    await train({ config: loadConfig(path), outDir: out, resume: false, progress: false, log: () => {} });
+    const trained = readTrialLog(join(out, "transcripts.jsonl")).records[0].memory!.attempts[0];
+    const levels = async (file: string, extra: string[]) => {
+      const ev = await runCommand(evalCommand, [
+        ...["--checkpoint", out, "--trials", "2", "--attempts", "1", "--max-tokens", "4"],
+        ...["--out", join(root, file), "--json", ...extra],
+      ]);
+      assert.equal(ev.code, 0, ev.err);
+      return readTrialLog(join(root, file)).records.map((r) => r.memory!.attempts[0].initialObservation);
+    };
+    assert.deepEqual(await levels("pinned-eval.jsonl", []), [
+      trained.initialObservation,
+      trained.initialObservation,
+    ]);
+    const other = await levels("pinned-eval-config.jsonl", ["--env-config", "{}"]);
+    assert.ok(!other.includes(trained.initialObservation), "a new env config draws from all the seeds");
+  });
+
   it("eval.env: the evaluations play the env config and seeds laid over training's", async () => {
     const sets = [
       "eval: { every: 0, trials: 2, finalTrials: 4, env: { config: { numBoxes: 1 }, seeds: { min: 5, max: 5 } } }",

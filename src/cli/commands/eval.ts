@@ -39,9 +39,10 @@ const USAGE = [
   "          [--game remote --env-url URL --env-name NAME [--env-config JSON] [--env-seeds MIN-MAX]",
   "          [--env-api-key-env NAME]]",
   "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
-  "          checkpoint trained on one remembers its server, environment and env config",
-  "  --env-seeds: draw the served instances from these seeds (default: all the server's), e.g. a",
-  '          split\'s range: --env-config \'{"split": "test"}\' --env-seeds 20000-20999',
+  "          checkpoint trained on one remembers its server, environment, env config and seeds",
+  "  --env-seeds: draw the served instances from these seeds, e.g. a split's range:",
+  '          --env-config \'{"split": "test"}\' --env-seeds 20000-20999 (default: the checkpoint\'s',
+  "          seeds, or all the server's when --env-config is given or nothing was recorded)",
   '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 2" (sokoban) or "mines: 5" (minesweeper),',
   '          or TicTacToe\'s cell format, "cells: digits"; default: the knobs the checkpoint or warm start',
   "          trained with (else the reference's 6x6 levels and (row, col) cells)",
@@ -229,7 +230,13 @@ async function evalTask(values: Flags, source: EvalSource): Promise<{ task: Task
     if (typeof meta?.game === "string") game = meta.game;
   }
   const metaEnv = source.known()?.env as
-    | { url?: string; name?: string; config?: Record<string, unknown>; apiKeyEnv?: string | null }
+    | {
+        url?: string;
+        name?: string;
+        config?: Record<string, unknown>;
+        seeds?: { min: number; max: number };
+        apiKeyEnv?: string | null;
+      }
     | undefined;
   const served =
     game === "remote" ||
@@ -245,10 +252,16 @@ async function evalTask(values: Flags, source: EvalSource): Promise<{ task: Task
   const name = values["env-name"] ?? metaEnv?.name;
   if (!url || !name)
     throw new UsageError(`--game remote needs --env-url URL and --env-name NAME\nusage: ${USAGE}`);
-  const config =
-    values["env-config"] !== undefined ? envConfigArg(values["env-config"]) : (metaEnv?.config ?? {});
+  // The checkpoint's config and seeds go together: a new --env-config (another split) drops both.
+  const ownConfig = values["env-config"] !== undefined;
+  const config = ownConfig ? envConfigArg(values["env-config"]!) : (metaEnv?.config ?? {});
   const apiKeyEnv = values["env-api-key-env"] ?? metaEnv?.apiKeyEnv ?? null;
-  const seeds = values["env-seeds"] !== undefined ? envSeedsArg(values["env-seeds"]) : null;
+  const seeds =
+    values["env-seeds"] !== undefined
+      ? envSeedsArg(values["env-seeds"])
+      : ownConfig
+        ? null
+        : (metaEnv?.seeds ?? null);
   const task = await openRemoteTask({ url, name, config, apiKeyEnv, seeds });
   return { task, game: task.name };
 }
