@@ -1,4 +1,5 @@
 import { formatMissedTargets } from "../train/pretrain/target-text.js";
+import type { RunSummary } from "../train/summary.js";
 import { compareMethodNames } from "./compare.js";
 import type { DiversityFile, Experiment } from "./experiments.js";
 import { DASH, formatDuration, formatPercent, shortCommit, table } from "./markdown.js";
@@ -120,6 +121,20 @@ export function runsTable(ctx: Ctx, e: Experiment): void {
 
 /** Bases rebuilt under a seed, and bases that missed their own pretraining targets. */
 export function baseNotes(ctx: Ctx, e: Experiment): void {
+  const unequal = seedsOfUnequalTraining(e);
+  if (unequal.length > 0) {
+    const boxed = e.runs.some((r) => (r.summary.config?.train?.maxMinutes ?? 0) > 0);
+    ctx.out.push(
+      "Seeds whose trained runs stopped after different numbers of iterations, so that their paired " +
+        "comparisons set runs of different lengths side by side" +
+        (boxed
+          ? " (`train.maxMinutes` stops a run by wall-clock time, which depends on the machine's load):"
+          : ":"),
+      "",
+      ...unequal,
+      "",
+    );
+  }
   const mixed = seedsOnRebuiltBases(e);
   if (mixed.length > 0) {
     ctx.out.push(
@@ -139,6 +154,23 @@ export function baseNotes(ctx: Ctx, e: Experiment): void {
       "",
     );
   }
+}
+
+/** One line per seed whose trained runs (`train.iterations` > 0) did not all train as many iterations. */
+export function seedsOfUnequalTraining(e: Experiment): string[] {
+  const bySeed = new Map<number, RunSummary[]>();
+  for (const { summary } of e.runs) {
+    if ((summary.config?.train?.iterations ?? 0) === 0) continue;
+    bySeed.set(summary.seed, [...(bySeed.get(summary.seed) ?? []), summary]);
+  }
+  return [...bySeed.entries()]
+    .filter(([, runs]) => new Set(runs.map((s) => s.iterationsDone)).size > 1)
+    .sort(([a], [b]) => a - b)
+    .map(([seed, runs]) => {
+      const sorted = runs.slice().sort((a, b) => compareMethodNames(a.name, b.name));
+      const each = sorted.map((s) => `${s.name} ${s.iterationsDone}/${s.config?.train?.iterations ?? "?"}`);
+      return `- seed ${seed}: ${each.join(", ")}`;
+    });
 }
 
 /** One line per seed whose summaries record more than one base hash: each hash and its methods. */

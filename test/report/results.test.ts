@@ -483,6 +483,21 @@ describe("results document", () => {
     assert.ok(!runs.join("\n").includes("skipped"));
   });
 
+  it("names the seeds whose trained runs stopped after different numbers of iterations", () => {
+    const e = experimentOf("kuhn-main", { mage: { gain: 0.12, final: 0.01 }, grpo: { gain: 0, final: 0 } });
+    const notes = () => buildResults([e], { plotsLink: "." }).markdown.split("\n");
+    assert.ok(!notes().some((l) => l.includes("different numbers of iterations")), "equal runs: no note");
+    const grpo1 = e.runs.find((r) => r.summary.name === "grpo" && r.summary.seed === 1)!.summary;
+    grpo1.iterationsDone = 4;
+    grpo1.config = { ...grpo1.config, train: { ...grpo1.config.train, maxMinutes: 30 } };
+    const md = notes();
+    const head = md.findIndex((l) => l.includes("different numbers of iterations"));
+    assert.ok(head >= 0, "the note is written");
+    assert.match(md[head], /train\.maxMinutes/, "a wall-clock box is named as the likely cause");
+    assert.equal(md[head + 2], "- seed 1: mage 6/6, grpo 4/6");
+    assert.ok(!md[head + 3].startsWith("- seed"), "only the unequal seed is listed");
+  });
+
   it("shows, for games scored by success, how each attempt ended among the trials that played it", () => {
     // Per seed: 100 trials won at once, 50 won at attempt 2 after a draw, 850 drawn three times.
     const outcomes = { W1: 100, "D0 W1": 50, "D0 D0 D0": 850 };
