@@ -110,6 +110,10 @@ type Outcome =
       retryAfterMs?: number;
     };
 
+/** Where a run or an evaluation chooses its seeds, for a server that refused one (e.g. another split's). */
+const SEED_HINT =
+  "; choose the seeds with env.seeds or eval.env.seeds in a config, or --env-seeds MIN-MAX in mage eval";
+
 export class EnvClient {
   readonly url: string;
   readonly timeoutMs: number;
@@ -252,7 +256,8 @@ export class EnvClient {
           ? `; valid choices (from ${this.url}/info): ${f.error.choices.join(", ")}`
           : "";
         const already = f.error.choices?.length && f.error.message.includes("valid") ? "" : choices;
-        throw new UsageError(`environment server ${this.url}: ${f.error.message}${already}`);
+        const hint = f.error.kind === "bad_seed" ? SEED_HINT : "";
+        throw new UsageError(`environment server ${this.url}: ${f.error.message}${already}${hint}`);
       }
     }
     const tries = f.retryable ? `gave up after ${this.retries + 1} tries` : "failed";

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
+import { EnvClient } from "../../src/env/client.js";
 import { runTrials } from "../../src/rollout/runner.js";
 import type { TrialSpec } from "../../src/rollout/types.js";
 import { type EnvServerHandle, startEnvServer } from "../../src/serve/env-server.js";
@@ -225,5 +226,14 @@ describe("bad input to game: remote is a UsageError with the server's choices", 
     assert.equal(seat.body.error.kind, "bad_seat");
     const env = await post({ env: "chess", seed: 1 });
     assert.deepEqual(env.body.error.choices, ["kuhn", "minesweeper", "sokoban", "tictactoe"]);
+  });
+
+  it("a refused seed is a UsageError that says where the seeds are chosen", async () => {
+    const client = new EnvClient(server.url, { retries: 0 });
+    await assert.rejects(
+      client.create({ env: "kuhn", seed: 2 ** 33 }),
+      (err: Error) =>
+        err instanceof UsageError && /env\.seeds or eval\.env\.seeds.*--env-seeds MIN-MAX/.test(err.message),
+    );
   });
 });
