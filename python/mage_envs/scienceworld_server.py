@@ -11,7 +11,9 @@ limit. Score: ScienceWorld's 0-100 as 0-1 (a wrong `focus on` ends the attempt a
 the score's change; `won` when the task is completed with the full score.
 
 What the agent sees: the engine's text, then the objects in view (`Objects in view: …`, the
-engine's referents there); the rules list the task's action templates (`open OBJ`, `move OBJ to
+engine's referents there; with `objectsInView: changed`, only when the list differs from the one
+last shown, else `Objects in view: as before.`: 28% fewer observation tokens on find-animal's gold
+paths, 38% on a trained SmolLM2's attempts, docs/environments.md); the rules list the task's action templates (`open OBJ`, `move OBJ to
 OBJ`, …). The engine's valid-action list (hundreds to thousands of strings, about 170 ms a step
 through the stock Python class) is never built: `legalActions` lists the one-object commands
 (templates with one OBJ filled with each object in view, and those without; every one parses, but
@@ -59,6 +61,8 @@ SIMPLIFICATIONS = {
 ELECTRICAL = ("power-component", "conductivity")
 REWARD_SCALE = 10.0
 DEFAULT_MAX_STEPS = 100
+OBJECTS_IN_VIEW = ("always", "changed")
+OBJECTS_AS_BEFORE = "Objects in view: as before."
 UNKNOWN = "No known action matches that input."
 _LOCATION = re.compile(r"This (?:\w+ )?(?:location|room) is called the (.+?)\. (?:Here you see|In it, you see):")
 
@@ -184,6 +188,7 @@ class SwSession(Session):
         self.variation = args.seed
         self.split = str(args.config["split"])
         self.max_steps = int(args.config["maxSteps"])
+        self.objects_when = str(args.config["objectsInView"])
         self.simplifications = ",".join(k for k in SIMPLIFICATIONS if args.config[k])
         self._gold: list[str] | None = None
         with self.engine.lock:
@@ -206,6 +211,7 @@ class SwSession(Session):
         iface = self.engine.iface()
         text = self.load(iface)
         self.engine.owner = self
+        self.shown_objects: list[str] | None = None
         self._read(iface, text)
         self.steps = 0
         self.score = 0.0
@@ -218,7 +224,11 @@ class SwSession(Session):
     def _read(self, iface: Any, text: str) -> None:
         self.engine_text = canonical(text)
         self.objects = sorted(set(map(str, iface.getPossibleObjects())))
-        self.observation = f"{self.engine_text}\nObjects in view: {', '.join(self.objects)}."
+        listed = f"Objects in view: {', '.join(self.objects)}."
+        if self.objects_when == "changed" and self.shown_objects == self.objects:
+            listed = OBJECTS_AS_BEFORE
+        self.shown_objects = self.objects
+        self.observation = f"{self.engine_text}\n{listed}"
 
     def legal(self) -> list[str]:
         """The one-object commands: each template with one OBJ filled with each object in view, and
@@ -354,6 +364,8 @@ class SwEnv(Environment):
             **{k: {"type": "boolean", "default": False, "description": f"simplification: {v}"} for k, v in SIMPLIFICATIONS.items()},
             "maxSteps": {"type": "integer", "min": 1, "max": 1000, "default": DEFAULT_MAX_STEPS,
                          "description": "game steps per attempt (commands the engine understood)"},
+            "objectsInView": {"type": "string", "choices": list(OBJECTS_IN_VIEW), "default": "always",
+                              "description": "list the objects in view after every command, or only when they changed"},
         }
         return {
             "name": self.name,

@@ -128,11 +128,35 @@ def test_unparsed_answers_are_invalid_steps(client: Client) -> None:
     assert r["valid"] and r["action"] == "look around" and r["info"]["steps"] == 1
 
 
-def _session(env: SwEnv, seed: int) -> SwSession:
-    cfg = {k: v["default"] for k, v in env.describe()["config"].items()}
+def _session(env: SwEnv, seed: int, **config: Any) -> SwSession:
+    cfg = {k: v["default"] for k, v in env.describe()["config"].items()} | config
     s = env.create(CreateArgs(cfg, seed, 0, None, None))
     assert isinstance(s, SwSession)
     return s
+
+
+def test_objects_in_view_changed_lists_them_only_when_they_change(envs: dict[str, SwEnv]) -> None:
+    always = _session(envs["sw-boil"], 3)
+    changed = _session(envs["sw-boil"], 3, objectsInView="changed")
+    first = always.observation
+    assert changed.observation == first
+    actions = ["open door to kitchen", "look around", "go to kitchen", "look around", "open cupboard"]
+
+    def play(s: SwSession) -> list[str]:
+        return [s.step(f"<action>{a}</action>")["observation"] for a in actions]
+
+    full, lean = play(always), play(changed)
+    shown = first.rpartition("\nObjects in view: ")[2]
+    as_before = 0
+    for f, c in zip(full, lean, strict=True):
+        head, _, listed = f.rpartition("\nObjects in view: ")
+        same = listed == shown
+        as_before += same
+        assert c == (f"{head}\nObjects in view: as before." if same else f), (f, c)
+        shown = listed
+    assert 0 < as_before < len(actions), "the actions both keep and change the objects in view"
+    changed.restart()
+    assert changed.observation == first and play(changed) == lean, "an attempt replays exactly"
 
 
 @pytest.mark.parametrize(("env", "seed"), [("sw-find-living-thing", 2), ("sw-boil", 1)])
