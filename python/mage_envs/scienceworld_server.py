@@ -13,13 +13,14 @@ the score's change; `won` when the task is completed with the full score.
 What the agent sees: the engine's text, then the objects in view (`Objects in view: …`, the
 engine's referents there; with `objectsInView: changed`, only when the list differs from the one
 last shown, else `Objects in view: as before.`: 28% fewer observation tokens on find-animal's gold
-paths, 38% on a trained SmolLM2's attempts, docs/environments.md); the rules list the task's action templates (`open OBJ`, `move OBJ to
-OBJ`, …). The engine's valid-action list (hundreds to thousands of strings, about 170 ms a step
-through the stock Python class) is never built: `legalActions` lists the one-object commands
-(templates with one OBJ filled with each object in view, and those without; every one parses, but
-two-object commands are left out), which the prompts do not show and a warm start's ε-moves draw
-from; an answer the engine cannot parse ("No known action matches that input.") is an invalid step that changes
-nothing (the engine does not count it as a move). `reset task` is refused.
+paths, 38% on a trained SmolLM2's attempts, docs/environments.md); the rules list the task's action
+templates (`open OBJ`, `move OBJ to OBJ`, …). The engine's valid-action list (hundreds to thousands
+of strings, about 170 ms a step through the stock Python class) is never built: `legalActions`
+lists the one-object commands (templates with one OBJ filled with each object in view, and those
+without; every one parses, but two-object commands are left out), which the prompts do not show and
+a warm start's ε-moves draw from; an answer the engine cannot parse ("No known action matches that
+input.") is an invalid step that changes nothing (the engine does not count it as a move). `reset
+task` is refused.
 
 Determinism, three measures. (1) ScienceWorld's JVM lists a container's contents in another order
 from one run to the next, so the adapter sorts every list in the text (`canonical`: the tab-indented
