@@ -52,6 +52,23 @@ function remoteConfig(file: string, env: string, extra: string[] = []): string {
   return path;
 }
 
+/** `mage eval ARGS` of one-attempt trials logged to `root/FILE`: each trial's first observation (its level). */
+async function evalLevels(file: string, args: string[]): Promise<string[]> {
+  const out = join(root, file);
+  const ev = await runCommand(evalCommand, [
+    ...args,
+    "--attempts",
+    "1",
+    "--max-tokens",
+    "4",
+    "--out",
+    out,
+    "--json",
+  ]);
+  assert.equal(ev.code, 0, ev.err);
+  return readTrialLog(out).records.map((r) => r.memory!.attempts[0].initialObservation);
+}
+
 /** Runs `mage ARGS` in a child process (the real exit code), without blocking this process's server. */
 function mage(args: string[]): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -198,15 +215,8 @@ describe("mage train and mage eval with game: remote", () => {
   it("eval --env-seeds draws the served instances from that range, checked against the server's", async () => {
     const sokoban = ["--policy", `checkpoint:${join(root, "base")}`, "--game", "remote"];
     sokoban.push("--env-url", server.url, "--env-name", "sokoban");
-    const firstObservations = async (file: string, seedFlags: string[]) => {
-      const out = join(root, file);
-      const ev = await runCommand(evalCommand, [
-        ...[...sokoban, ...seedFlags, "--trials", "3", "--attempts", "1"],
-        ...["--max-tokens", "4", "--out", out, "--json"],
-      ]);
-      assert.equal(ev.code, 0, ev.err);
-      return readTrialLog(out).records.map((r) => r.memory!.attempts[0].initialObservation);
-    };
+    const firstObservations = (file: string, seedFlags: string[]) =>
+      evalLevels(file, [...sokoban, ...seedFlags, "--trials", "3"]);
     const pinned = await firstObservations("env-seeds-5.jsonl", ["--env-seeds", "5"]);
     assert.equal(pinned.length, 3);
     assert.equal(new Set(pinned).size, 1, "one seed: every trial is the same level");
@@ -238,14 +248,8 @@ describe("mage train and mage eval with game: remote", () => {
     const out = join(root, "pinned-seeds-run");
     await train({ config: loadConfig(path), outDir: out, resume: false, progress: false, log: () => {} });
     const trained = readTrialLog(join(out, "transcripts.jsonl")).records[0].memory!.attempts[0];
-    const levels = async (file: string, extra: string[]) => {
-      const ev = await runCommand(evalCommand, [
-        ...["--checkpoint", out, "--trials", "2", "--attempts", "1", "--max-tokens", "4"],
-        ...["--out", join(root, file), "--json", ...extra],
-      ]);
-      assert.equal(ev.code, 0, ev.err);
-      return readTrialLog(join(root, file)).records.map((r) => r.memory!.attempts[0].initialObservation);
-    };
+    const levels = (file: string, extra: string[]) =>
+      evalLevels(file, ["--checkpoint", out, "--trials", "2", ...extra]);
     assert.deepEqual(await levels("pinned-eval.jsonl", []), [
       trained.initialObservation,
       trained.initialObservation,
