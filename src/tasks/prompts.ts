@@ -6,12 +6,18 @@
  *   attempts as `reflectionType` says, the initial state, a window over the current attempt
  *   (last 7 turns, observations for the last 2 in play and all 7 when reflecting), and the
  *   answer format. The reflect prompt sees only the attempt that just ended.
- * - `compact` (for the small embedded model): an append-only chat. The system message holds
- *   the terse rules; each call adds one user message (what happened since the last call plus
- *   the new observation), each response stays as an assistant message (with its sampled token
- *   ids), and earlier attempts are never dropped. So every call's list extends the previous
- *   call's list plus its response, and a whole trial is one token stream. With
- *   `reflectionType: "history_only"` there is no reflect call in this style.
+ * - `compact` (for small models): a chat. The system message holds the terse rules; each call
+ *   adds one user message (what happened since the last call plus the new observation), each
+ *   response stays as an assistant message (with its sampled token ids). Within an attempt every
+ *   call's list extends the previous call's list plus its response. What earlier attempts leave
+ *   depends on `reflectionType`, as LaMer defines the three memory modes:
+ *   - `reflection_only`: one line per earlier attempt (its outcome) and its reflection, in the
+ *     first user message of the attempt; none of its turns. Each attempt starts a new chat.
+ *   - `history_only`: every earlier turn, no reflections (and no reflect call).
+ *   - `history_and_reflection`: every earlier turn and reflect exchange; the whole trial is one
+ *     append-only token stream.
+ *
+ * In both styles `history_only` makes no reflect call: nothing would ever read it.
  */
 import type { ChatMessage } from "../policy/types.js";
 import {
@@ -55,9 +61,9 @@ export const DEFAULT_PROMPT_OPTIONS: Required<PromptOptions> = {
   dropOldest: 0,
 };
 
-/** Whether a trial with these options makes reflect calls between attempts. */
-export function reflectCallExpected(style: PromptStyle, reflectionType: ReflectionType): boolean {
-  return !(style === "compact" && reflectionType === "history_only");
+/** Whether a trial with these options makes reflect calls between attempts (`style` kept for callers). */
+export function reflectCallExpected(_style: PromptStyle, reflectionType: ReflectionType): boolean {
+  return reflectionType !== "history_only";
 }
 
 /** Builds the messages for the next call (`phase`) of the trial in `memory`. */
@@ -74,7 +80,7 @@ export function buildPrompt(
   };
   if (memory.attempts.length === 0) throw new Error("trial memory has no attempt yet; call reset() first");
   if (phase === "reflect" && !reflectCallExpected(o.style, o.reflectionType)) {
-    throw new Error('compact prompts with reflectionType "history_only" make no reflect call');
+    throw new Error('reflectionType "history_only" makes no reflect call');
   }
   if (o.style === "full") {
     return [
@@ -175,27 +181,27 @@ function compactMessages(
 ): ChatMessage[] {
   const out: ChatMessage[] = [{ role: "system", content: text.compactRules }];
   const attempts = memory.attempts;
-  const from = Math.min(attempts.length - 1, Math.max(0, o.dropOldest));
-  for (let k = from; k < attempts.length; k++) {
+  const current = attempts.length - 1;
+  const from = Math.min(current, Math.max(0, o.dropOldest));
+  // reflection_only replays only the current attempt's turns; its first lead summarises the rest.
+  const firstReplayed = o.reflectionType === "reflection_only" ? current : from;
+  for (let k = firstReplayed; k < attempts.length; k++) {
     const a = attempts[k];
     for (let t = 0; t < a.turns.length; t++) {
-      out.push({ role: "user", content: compactPlayLead(attempts, k, t, text, from) });
+      out.push({ role: "user", content: compactPlayLead(attempts, k, t, text, from, o.reflectionType) });
       out.push(assistant(a.turns[t].response, a.turns[t].tokenIds));
     }
-    if (a.reflection) {
+    if (a.reflection && o.reflectionType !== "history_only") {
       out.push({ role: "user", content: compactReflectLead(a, o) });
       out.push(assistant(a.reflection.response, a.reflection.tokenIds));
     }
   }
-  const cur = attempts[attempts.length - 1];
-  if (phase === "play") {
-    out.push({
-      role: "user",
-      content: compactPlayLead(attempts, attempts.length - 1, cur.turns.length, text, from),
-    });
-  } else {
-    out.push({ role: "user", content: compactReflectLead(cur, o) });
-  }
+  const cur = attempts[current];
+  const lead =
+    phase === "play"
+      ? compactPlayLead(attempts, current, cur.turns.length, text, from, o.reflectionType)
+      : compactReflectLead(cur, o);
+  out.push({ role: "user", content: lead });
   return out;
 }
 
@@ -209,20 +215,32 @@ function compactPlayLead(
   k: number,
   t: number,
   text: TaskPromptText,
-  from = 0,
+  from: number,
+  reflectionType: ReflectionType,
 ): string {
   const a = attempts[k];
   if (t === 0) {
     const parts: string[] = [];
-    // A dropped attempt's ending is dropped with it.
-    const prev = k > from ? attempts[k - 1] : undefined;
-    // The end of the previous attempt, unless its reflect call already showed it.
-    if (prev && !prev.reflection) parts.push(compactEnd(prev));
+    if (reflectionType === "reflection_only") {
+      parts.push(...attempts.slice(from, k).map(compactAttemptNote));
+    } else {
+      // A dropped attempt's ending is dropped with it.
+      const prev = k > from ? attempts[k - 1] : undefined;
+      // The end of the previous attempt, unless its reflect exchange (kept above) already showed it.
+      const endShown = prev?.reflection !== undefined && reflectionType === "history_and_reflection";
+      if (prev && !endShown) parts.push(compactEnd(prev));
+    }
     parts.push(`Attempt ${k + 1}.`, a.compactInitialObservation, text.compactAsk);
     return joinLines(parts);
   }
   const prev = a.turns[t - 1];
   return joinLines([prev.compactFeedback, prev.compactObservation, text.compactAsk]);
+}
+
+/** reflection_only's whole memory of an earlier attempt: its outcome and its reflection. */
+function compactAttemptNote(a: AttemptRecord): string {
+  const note = a.reflection?.valid ? a.reflection.text : "(no reflection was written)";
+  return `Attempt ${a.index + 1}: ${compactAttemptOutcome(a)}\nYour reflection: ${note}`;
 }
 
 /** What the last turn of an attempt did and how the attempt ended. */

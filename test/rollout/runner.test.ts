@@ -192,7 +192,8 @@ describe("trial runner", () => {
   });
 
   it("turns a compact trial into one sequence whose scored tokens are exactly the sampled ones", async () => {
-    const trials = await run("kuhn", OPTS, 8);
+    // history_and_reflection: the memory mode whose trial is one append-only chat.
+    const trials = await run("kuhn", { ...OPTS, reflection: "history_and_reflection" }, 8);
     const tok = trainTokenizer(["Card: K. Your move? <action>BET</action> <remark>x</remark>"], {
       vocabSize: 300,
     });

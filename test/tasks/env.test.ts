@@ -259,9 +259,10 @@ async function runTrial(
 
 describe("compact prompts", () => {
   for (const name of TASK_NAMES) {
-    it(`${name}: every call extends the previous call's messages plus its response`, async () => {
+    it(`${name}: every call extends the previous call's messages plus its response (within an attempt; across attempts in the history modes)`, async () => {
       let calls = 0;
       let reflects = 0;
+      let restarts = 0;
       for (const reflectionType of REFLECTION_TYPES) {
         for (let seed = 0; seed < 8; seed++) {
           const env = new TrialEnv(
@@ -273,12 +274,18 @@ describe("compact prompts", () => {
           );
           let prev: ChatMessage[] | null = null;
           let prevResponse: ChatMessage | null = null;
+          let prevAttempt = 0;
           await runTrial(env, seed, 3, (phase, msgs, response, ids) => {
             calls++;
             if (phase === "reflect") reflects++;
             assert.equal(msgs[0].role, "system");
             assert.equal(msgs[msgs.length - 1].role, "user");
-            if (prev && prevResponse) {
+            const newAttempt = env.attemptIndex !== prevAttempt;
+            prevAttempt = env.attemptIndex;
+            if (newAttempt && reflectionType === "reflection_only") {
+              restarts++;
+              assert.equal(msgs.length, 2, "reflection_only starts each attempt with a new chat");
+            } else if (prev && prevResponse) {
               assert.deepEqual(msgs.slice(0, prev.length + 1), [...prev, prevResponse]);
               assert.equal(msgs.length, prev.length + 2, "exactly one new user message per call");
             }
@@ -291,6 +298,7 @@ describe("compact prompts", () => {
       }
       assert.ok(calls > 50);
       assert.ok(reflects > 0);
+      assert.ok(restarts > 0);
     });
   }
 });

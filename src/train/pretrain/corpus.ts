@@ -32,7 +32,7 @@ import { parseSokoban, type SokobanMove, solve } from "../../games/sokoban/index
 import { lastUserMessage, ScriptedAgent, type ScriptedBehaviour } from "../../policy/scripted-agent.js";
 import type { ChatMessage, SamplingParams } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
-import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
+import type { Row, TrialRecord, TrialSpec } from "../../rollout/types.js";
 import { type CellFormat, cellName } from "../../tasks/cell-format.js";
 import { minesweeperCellFormatOfPrompt } from "../../tasks/minesweeper.js";
 import { assignGroups, type PoolEntry } from "../../tasks/population.js";
@@ -44,6 +44,8 @@ import {
   type TicTacToeCellFormat,
 } from "../../tasks/tictactoe.js";
 import type { TaskOptions } from "../../tasks/types.js";
+import { prefixChains } from "../batch.js";
+import type { ServedCorpusStats } from "./served-corpus.js";
 
 export const PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
 export type PretrainGame = (typeof PRETRAIN_GAMES)[number];
@@ -64,15 +66,23 @@ export const DEFAULT_POOLS: Record<PretrainGame, readonly PoolEntry[] | null> = 
   minesweeper: null,
 };
 
+/**
+ * The memory mode of the built-in games' corpora and checks: the whole trial as one append-only
+ * chat. Their scripted players read their own earlier remarks back from it (MineSweeper's heeding
+ * player, Sokoban's listed moves), and the built-in game configs train in this mode.
+ */
+export const CORPUS_MEMORY = "history_and_reflection" as const;
+
 /** What a corpus trial's assistant message is. */
 export type ResponseKind = "action" | "malformed" | "reflection";
 
+/** One chat of a played trial: the whole trial, or one attempt of a `reflection_only` trial. */
 export interface CorpusTrial {
   opponent: string | null;
   seat: string | null;
   /** Whether the runner used hindsight reflect prompts for this trial. */
   hindsight: boolean;
-  /** The whole trial as one append-only chat (system, then user/assistant turns), no token ids. */
+  /** One append-only chat (system, then user/assistant turns), no token ids. */
   messages: ChatMessage[];
   /** Kind of each assistant message, in order. */
   kinds: ResponseKind[];
@@ -88,6 +98,8 @@ export interface CorpusStats {
   playResponses: number;
   malformed: number;
   reflections: number;
+  /** A served environment's corpus: what it holds for teaching the reflection (`served-corpus.ts`). */
+  served?: ServedCorpusStats;
 }
 
 export interface Corpus {
@@ -771,23 +783,34 @@ export function malformedKinds(game: string): string[] {
 /** Sampling fields the runner passes on; the scripted agent ignores them. */
 const SCRIPTED_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 64, stop: [] };
 
-/** The whole trial as one chat: the last call's prompt plus its response, without token ids. */
-export function trialTranscript(rec: TrialRecord): { messages: ChatMessage[]; kinds: ResponseKind[] } {
-  const last = rec.rows[rec.rows.length - 1];
-  if (!last) throw new Error(`trial ${rec.trialId} has no policy calls`);
+/**
+ * A trial's calls as chats: one per maximal prefix chain of its rows (`prefixChains`). A trial
+ * of the history memory modes is one chat; a `reflection_only` trial one chat per attempt (each
+ * attempt's prompt shows only the earlier attempts' outcomes and reflections).
+ */
+export function trialTranscripts(rec: TrialRecord): { messages: ChatMessage[]; kinds: ResponseKind[] }[] {
+  if (rec.rows.length === 0) throw new Error(`trial ${rec.trialId} has no policy calls`);
+  return prefixChains(rec.rows).map((rows) => chainTranscript(rec.trialId, rows));
+}
+
+function chainTranscript(
+  trialId: number,
+  rows: readonly Row[],
+): { messages: ChatMessage[]; kinds: ResponseKind[] } {
+  const last = rows[rows.length - 1];
   const messages: ChatMessage[] = [
     ...last.prompt.map((m) => ({ role: m.role, content: m.content })),
     { role: "assistant", content: last.response },
   ];
   const assistants = messages.filter((m) => m.role === "assistant");
-  if (assistants.length !== rec.rows.length) {
+  if (assistants.length !== rows.length) {
     throw new Error(
-      `trial ${rec.trialId}: transcript has ${assistants.length} assistant messages for ${rec.rows.length} calls (prompt style must be compact)`,
+      `trial ${trialId}: transcript has ${assistants.length} assistant messages for ${rows.length} calls (prompt style must be compact)`,
     );
   }
-  const kinds: ResponseKind[] = rec.rows.map((row, i) => {
+  const kinds: ResponseKind[] = rows.map((row, i) => {
     if (assistants[i].content !== row.response) {
-      throw new Error(`trial ${rec.trialId}: assistant message ${i} does not match call ${i}`);
+      throw new Error(`trial ${trialId}: assistant message ${i} does not match call ${i}`);
     }
     if (row.phase === "reflect") return "reflection";
     return row.valid ? "action" : "malformed";
@@ -804,17 +827,17 @@ export function tallyCorpus(
   played: readonly { opponent: string | null; seat: string | null; hindsight: boolean }[],
 ): { trials: CorpusTrial[]; stats: CorpusStats } {
   const stats: CorpusStats = { trials: 0, playResponses: 0, malformed: 0, reflections: 0 };
-  const trials: CorpusTrial[] = records.map((rec, i) => {
-    const { messages, kinds } = trialTranscript(rec);
+  const trials: CorpusTrial[] = records.flatMap((rec, i) => {
+    const chats = trialTranscripts(rec);
     stats.trials++;
     if (rec.attempts.some((a) => a.won)) stats.won = (stats.won ?? 0) + 1;
     if (rec.attempts[0]?.won) stats.wonFirst = (stats.wonFirst ?? 0) + 1;
-    for (const k of kinds) {
+    for (const k of chats.flatMap((c) => c.kinds)) {
       if (k === "reflection") stats.reflections++;
       else stats.playResponses++;
       if (k === "malformed") stats.malformed++;
     }
-    return {
+    return chats.map(({ messages, kinds }) => ({
       opponent: played[i].opponent,
       seat: played[i].seat,
       hindsight: played[i].hindsight,
@@ -822,7 +845,7 @@ export function tallyCorpus(
       kinds,
       attempts: rec.attempts.length,
       won: rec.attempts.some((a) => a.won),
-    };
+    }));
   });
   return { trials, stats };
 }
@@ -872,7 +895,7 @@ export async function buildCorpus(opts: CorpusOptions): Promise<Corpus> {
     const recs = await runTrials(part, makeTask, agent, opts.rng.derive("run", hindsight ? 1 : 0), {
       attempts: opts.attempts ?? 3,
       maxTurns: def.maxTurns,
-      reflection: "reflection_only",
+      reflection: CORPUS_MEMORY,
       promptStyle: "compact",
       hindsight,
       sampling: SCRIPTED_SAMPLING,

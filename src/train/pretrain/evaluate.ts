@@ -2,7 +2,8 @@
  * Checks of a pretrained model: does it know the formats and keep its choices open?
  *
  * 1. Sampled play (temperature 1, no truncation) through the real trial runner on fresh trials
- *    with the game's default pool, seats mixed, compact prompts, 3 attempts, reflection_only:
+ *    with the game's default pool, seats mixed, compact prompts, 3 attempts, the corpus's memory
+ *    mode (`CORPUS_MEMORY`):
  *    the share of play answers the task accepts (Kuhn: well-formed; TicTacToe and the puzzles:
  *    well-formed and legal) and the share of reflections that are a non-empty `<remark>`.
  * 2. Entropy of the first decision of a trial, exactly: the model's probability of each
@@ -31,7 +32,7 @@ import { assignGroups } from "../../tasks/population.js";
 import { loadTask, type TaskDefinition } from "../../tasks/registry.js";
 import { allCellTexts, tictactoeCellFormat } from "../../tasks/tictactoe.js";
 import type { Seat, TaskOptions } from "../../tasks/types.js";
-import { checkPretrainGame, DEFAULT_POOLS, type PretrainGame } from "./corpus.js";
+import { CORPUS_MEMORY, checkPretrainGame, DEFAULT_POOLS, type PretrainGame } from "./corpus.js";
 
 /** Sampling of the checks: temperature 1, no truncation. */
 export const CHECK_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 48, stop: [] };
@@ -327,7 +328,7 @@ async function checkTrials(
     {
       attempts: 3,
       maxTurns: def.maxTurns,
-      reflection: "reflection_only",
+      reflection: CORPUS_MEMORY,
       promptStyle: "compact",
       hindsight: false,
       sampling: opts.sampling ?? CHECK_SAMPLING,
