@@ -18,6 +18,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   servers: () => import("./servers.js"),
   real: () => import("./real.js"),
   logging: () => import("./logging.js"),
+  memory: () => import("./memory.js"),
 };
 
 async function main(): Promise<void> {
