@@ -73,6 +73,20 @@ export interface EnvDescription {
   legalActions: boolean;
   /** Whether the environment answers `POST /expert` (absent: false). */
   expert?: boolean;
+  /** How mage judges this environment's reflections (absent: the default rule, see `RemarkRules`). */
+  remarks?: RemarkRules;
+}
+
+/**
+ * An environment's declared rule for informative reflections (optional in `/info`): `informative`
+ * names the rule, `"observed-terms"` (mage's default: the remark names a term the attempt observed
+ * that the rules do not state) or `"none"` (not judged, not reported); a rule mage does not know is
+ * treated as `"none"`. `ignoreWords`: words the observed-terms rule never counts (words every
+ * observation of the environment repeats).
+ */
+export interface RemarkRules {
+  informative: string;
+  ignoreWords?: string[];
 }
 
 export interface InfoReply {
@@ -261,6 +275,13 @@ function readHistory(p: Reader): HistoryWindowText | undefined {
   };
 }
 
+/** The optional `remarks` of an environment's entry: `{informative, ignoreWords?}`. */
+function readRemarkRules(er: Reader): { remarks?: RemarkRules } {
+  if (er.o.remarks === undefined || er.o.remarks === null) return {};
+  const r = reader(`${er.where}.remarks`, er.obj("remarks"));
+  return { remarks: clean({ informative: r.str("informative"), ignoreWords: r.optStrings("ignoreWords") }) };
+}
+
 export function parseInfoReply(body: unknown): InfoReply {
   const r = reader("GET /info", body);
   const protocol = r.str("protocol");
@@ -311,6 +332,7 @@ export function parseInfoReply(body: unknown): InfoReply {
       config: fields,
       legalActions: er.optBool("legalActions") ?? false,
       ...(er.optBool("expert") ? { expert: true } : {}),
+      ...readRemarkRules(er),
     };
   });
   return clean({

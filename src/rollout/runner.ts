@@ -375,6 +375,7 @@ class Rollout {
         reward: 0,
         valid: remark.valid,
         ...(remark.invalidReason ? { invalidReason: remark.invalidReason } : {}),
+        ...(remark.informative !== undefined ? { informative: remark.informative } : {}),
         anchor: t.env.anchor("reflect"),
         done: false,
         won: false,

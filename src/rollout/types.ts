@@ -34,8 +34,11 @@ export interface Row {
   finishReason: "stop" | "length";
   /** Environment reward of the call (reflect rows: 0). */
   reward: number;
+  /** Play: a well-formed, legal action. Reflect: a valid remark (`judgeRemark`); invalid rows pay the invalid-answer penalty. */
   valid: boolean;
   invalidReason?: string;
+  /** Reflect rows: whether the remark is informative by the task's rule (absent when the task has none). */
+  informative?: boolean;
   /** Step-group anchor: the observation the call answered + the opponent. */
   anchor: string;
   done: boolean;

@@ -4,6 +4,7 @@
  */
 import type { ConfigField, EnvDescription } from "../env/protocol.js";
 import { loadTask, TASKS } from "../tasks/registry.js";
+import { BUILTIN_REMARK_RULES, NO_RULE } from "../tasks/remark-quality.js";
 import type { TaskOptions } from "../tasks/types.js";
 import { describeServedOpponents, type OpponentLimits, opponentLimits } from "./served-opponents.js";
 
@@ -65,6 +66,8 @@ export async function describeEnvironments(
       seeds: SEEDS,
       config: def.twoPlayer ? TWO_PLAYER_CONFIG : (PUZZLE_CONFIG[name] ?? {}),
       legalActions: def.twoPlayer,
+      // The rule mage judges the task's reflections by in-process, so served play is judged alike.
+      remarks: { informative: BUILTIN_REMARK_RULES[name] ?? NO_RULE },
     });
   }
   return out;

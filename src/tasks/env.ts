@@ -9,8 +9,10 @@
  *
  * The memory (`env.memory`) is plain JSON; prompts are pure functions of it and of the options.
  */
+
+import { judgeRemark } from "../core/remark.js";
 import type { Rng } from "../core/rng.js";
-import { parseRemark, type RemarkResult } from "../core/tags.js";
+import type { RemarkResult } from "../core/tags.js";
 import type { ChatMessage } from "../policy/types.js";
 import {
   type AttemptRecord,
@@ -22,6 +24,7 @@ import {
   type TrialMemory,
 } from "./memory.js";
 import { buildPrompt, DEFAULT_PROMPT_OPTIONS, type PromptOptions, reflectCallExpected } from "./prompts.js";
+import { attemptCommands } from "./remark-quality.js";
 import type { Phase, StepResult, TaskInfo, TextTask } from "./types.js";
 
 export class TrialEnv {
@@ -29,6 +32,8 @@ export class TrialEnv {
   /** The options given (the prompt builder fills in the rest: the task's history window, then the defaults). */
   readonly options: PromptOptions;
   private mem: TrialMemory;
+  /** The legal actions the task offered in the current attempt (for the remark's echo check). */
+  private offered = new Set<string>();
 
   constructor(task: TextTask, options: Partial<PromptOptions> = {}) {
     this.task = task;
@@ -73,6 +78,13 @@ export class TrialEnv {
     const listed = this.task.promptText().legalActionsHeading !== undefined;
     const legal = listed ? (this.task.legalActions?.() ?? []) : undefined;
     startAttempt(this.mem, this.task.observation(), this.task.compactObservation(), legal);
+    this.offered = new Set();
+    this.noteOffered();
+  }
+
+  /** Adds the task's current legal actions to those offered in the attempt. */
+  private noteOffered(): void {
+    for (const a of this.task.legalActions?.() ?? []) this.offered.add(a);
   }
 
   /** Messages for the next call in `phase`. */
@@ -87,12 +99,22 @@ export class TrialEnv {
     }
     const result = await this.task.step(response);
     recordTurn(this.mem, result, response, tokenIds);
+    this.noteOffered();
     return result;
   }
 
-  /** Records a reflection response for the attempt that just ended. */
+  /**
+   * Judges and records a reflection response for the attempt that just ended (`judgeRemark`): an
+   * invalid one (no remark, markup, over the cap, only the attempt's action commands) is flagged
+   * `valid: false`; `informative` by the task's rule, when it has one.
+   */
   reflect(response: string, tokenIds?: readonly number[]): RemarkResult {
-    const remark = parseRemark(response);
+    const attempt = currentAttempt(this.mem);
+    const task = this.task;
+    const remark = judgeRemark(response, {
+      commands: attemptCommands(attempt, this.offered),
+      informative: task.remarkInformative ? (text) => task.remarkInformative!(text, attempt) : null,
+    });
     recordReflection(this.mem, remark, response, tokenIds);
     return remark;
   }

@@ -20,8 +20,9 @@ import {
   revealedCards,
 } from "../games/kuhn.js";
 import { type Parsed, parseKuhnMove } from "./parse.js";
+import { kuhnRemarkInformative } from "./remark-quality.js";
 import { type EndText, TwoPlayerTask } from "./two-player.js";
-import type { StepResult, TaskOptions, TaskPromptText } from "./types.js";
+import type { AttemptSeen, StepResult, TaskOptions, TaskPromptText } from "./types.js";
 
 export const KUHN_DEFAULT_OPPONENT = "intermediate";
 
@@ -146,6 +147,11 @@ export class KuhnTask extends TwoPlayerTask<KuhnState, KuhnMove> {
     const r = await super.step(response);
     if (!r.done) Object.assign(r, this.hindsight(this.state));
     return r;
+  }
+
+  /** Informative: the remark names a card the attempt showed (`remark-quality.ts`). */
+  remarkInformative(text: string, attempt: AttemptSeen): boolean {
+    return kuhnRemarkInformative(text, attempt);
   }
 
   promptText(): TaskPromptText {

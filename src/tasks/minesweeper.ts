@@ -20,7 +20,8 @@ import {
 import { type CellFormat, cellFormatKnob, cellName } from "./cell-format.js";
 import { invalidStep } from "./invalid.js";
 import { parseMinesweeperMove } from "./parse.js";
-import type { StepResult, TaskInfo, TaskPromptText, TextTask } from "./types.js";
+import { minesweeperRemarkInformative } from "./remark-quality.js";
+import type { AttemptSeen, StepResult, TaskInfo, TaskPromptText, TextTask } from "./types.js";
 
 export interface MinesweeperTaskOptions {
   /** Board knobs (default 6×6 with 3 mines) and the cell format (`cells`, default `pair`). */
@@ -181,6 +182,11 @@ export class MinesweeperTask implements TextTask {
       opponent: null,
       seat: null,
     };
+  }
+
+  /** Informative: the remark names a cell the attempt opened (`remark-quality.ts`). */
+  remarkInformative(text: string, attempt: AttemptSeen): boolean {
+    return minesweeperRemarkInformative(text, attempt);
   }
 
   promptText(): TaskPromptText {

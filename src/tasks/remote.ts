@@ -17,7 +17,21 @@ import {
 } from "../env/protocol.js";
 import { actionContent } from "./parse.js";
 import type { TaskDefinition } from "./registry.js";
-import type { Seat, StepResult, TaskInfo, TaskOptions, TaskPromptText, TextTask } from "./types.js";
+import {
+  type InformativeRule,
+  informativeRuleNamed,
+  knownInformativeRule,
+  OBSERVED_TERMS,
+} from "./remark-quality.js";
+import type {
+  AttemptSeen,
+  Seat,
+  StepResult,
+  TaskInfo,
+  TaskOptions,
+  TaskPromptText,
+  TextTask,
+} from "./types.js";
 
 /** The `env` section of a `game: remote` config. */
 export interface RemoteEnvSettings {
@@ -101,6 +115,14 @@ export class RemoteTask implements TextTask {
   private prompt: TaskPromptText | undefined;
   private end = { won: false, draw: false, score: 0 };
   private category: string | undefined;
+  /** The informative rule of the current prompt text (rebuilt when a reset brings another). */
+  private remarkRule: { prompt: TaskPromptText; rule: InformativeRule } | undefined;
+  /**
+   * Whether a reflection is informative, by the environment's declared rule (`/info` `remarks`,
+   * `INFORMATIVE_RULES`); absent when it declares `"none"` or a rule mage does not know.
+   * Default: observed terms.
+   */
+  readonly remarkInformative?: (text: string, attempt: AttemptSeen) => boolean;
 
   constructor(
     private readonly client: EnvClient,
@@ -118,6 +140,16 @@ export class RemoteTask implements TextTask {
       !("replayOpponent" in config)
     ) {
       this.config = { ...config, replayOpponent: options.replayOpponent };
+    }
+    const ruleName = env.remarks?.informative ?? OBSERVED_TERMS;
+    if (knownInformativeRule(ruleName)) {
+      const ignore = env.remarks?.ignoreWords ?? [];
+      this.remarkInformative = (text, attempt) => {
+        const prompt = this.promptText();
+        if (this.remarkRule?.prompt !== prompt)
+          this.remarkRule = { prompt, rule: informativeRuleNamed(ruleName, prompt, ignore)! };
+        return this.remarkRule.rule(text, attempt);
+      };
     }
   }
 

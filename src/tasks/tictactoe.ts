@@ -9,8 +9,9 @@
 import { colOf, emptyCells, renderBoard, rowOf, type TicTacToeState, tictactoe } from "../games/tictactoe.js";
 import { CELL_FORMATS, type CellFormat, cellFormatKnob, cellName } from "./cell-format.js";
 import { type Parsed, parseTicTacToeMove } from "./parse.js";
+import { tictactoeRemarkInformative } from "./remark-quality.js";
 import { type EndText, TwoPlayerTask } from "./two-player.js";
-import type { TaskOptions, TaskPromptText } from "./types.js";
+import type { AttemptSeen, TaskOptions, TaskPromptText } from "./types.js";
 
 export const TICTACTOE_DEFAULT_OPPONENT = "mcts:100";
 
@@ -122,6 +123,11 @@ export class TicTacToeTask extends TwoPlayerTask<TicTacToeState, number> {
       outcome: "The game ended in a draw.",
       compactOutcome: "Draw.",
     };
+  }
+
+  /** Informative: the remark names a cell a move of the attempt took (`remark-quality.ts`). */
+  remarkInformative(text: string, attempt: AttemptSeen): boolean {
+    return tictactoeRemarkInformative(text, attempt);
   }
 
   promptText(): TaskPromptText {

@@ -66,6 +66,17 @@ export interface StepResult {
   legalActions?: string[];
 }
 
+/**
+ * What one attempt showed, for judging the reflection written after it: the fields of a trial
+ * memory's attempt record (`AttemptRecord` in memory.ts is one) that the remark rules read.
+ */
+export interface AttemptSeen {
+  initialObservation: string;
+  compactInitialObservation: string;
+  initialLegalActions?: readonly string[];
+  turns: readonly StepResult[];
+}
+
 /** Per-env info the runner and metrics read. */
 export interface TaskInfo {
   task: string;
@@ -154,6 +165,12 @@ export interface TextTask {
   stateKey?(): string;
   /** The legal actions at the current state as the agent writes them (games that have a list). */
   legalActions?(): string[];
+  /**
+   * Whether a valid reflection's text is informative: it names something `attempt` (the attempt
+   * that just ended) showed, by this task's rule (`tasks/remark-quality.ts`). Reported as a rate,
+   * never penalised. Omitted: the task has no rule and `informative` is not reported.
+   */
+  remarkInformative?(text: string, attempt: AttemptSeen): boolean;
   /** Releases what the instance holds outside the process (a served task's session). */
   close?(): Promise<void>;
 }

@@ -61,23 +61,64 @@ describe("extractTag", () => {
 });
 
 describe("parseRemark", () => {
-  it("keeps the first remark of the answer, at most 2,000 characters", () => {
+  it("keeps the first remark of the answer, trimmed", () => {
     assert.deepEqual(parseRemark("<think>plan</think><remark> Block early. </remark>"), {
       valid: true,
       text: "Block early.",
     });
-    const long = parseRemark(`<remark>${"a".repeat(5000)}</remark>`);
-    assert.equal(long.valid, true);
-    assert.equal(long.text.length, MAX_REMARK_CHARS);
     const none = parseRemark("I forgot the tag");
     assert.equal(none.valid, false);
     assert.equal(none.text, "");
+    assert.equal(none.failure, "missing-tag");
     assert.ok(none.invalidReason && none.invalidReason.length > 0);
   });
 
-  it("does not split a surrogate pair at the cut", () => {
-    const r = parseRemark(`<remark>${"a".repeat(MAX_REMARK_CHARS - 1)}😀</remark>`);
-    assert.equal(r.text.length, MAX_REMARK_CHARS - 1);
+  it("a remark over the cap is invalid, not cut", () => {
+    const at = parseRemark(`<remark>${"a".repeat(MAX_REMARK_CHARS)}</remark>`);
+    assert.equal(at.valid, true);
+    assert.equal(at.text.length, MAX_REMARK_CHARS);
+    const long = parseRemark(`<remark>${"a".repeat(5000)}</remark>`);
+    assert.equal(long.valid, false);
+    assert.equal(long.failure, "over-cap");
+    assert.equal(long.text, "");
+    assert.match(long.invalidReason ?? "", /5000 characters, over the 2000-character cap/);
+  });
+
+  it("counts characters, not UTF-16 units, against the cap", () => {
+    const r = parseRemark(`<remark>a${"😀".repeat(MAX_REMARK_CHARS - 1)}</remark>`);
+    assert.equal(r.valid, true, "2,000 characters (3,999 UTF-16 units)");
+    assert.equal(parseRemark(`<remark>a${"😀".repeat(MAX_REMARK_CHARS)}</remark>`).failure, "over-cap");
+  });
+
+  it("an empty remark, or one without a letter or digit, is invalid", () => {
+    assert.equal(parseRemark("<remark></remark>").failure, "empty-tag");
+    assert.equal(parseRemark("<remark>   \n </remark>").failure, "empty-tag");
+    assert.equal(parseRemark("<remark> ... !? </remark>").failure, "empty-tag");
+    assert.equal(parseRemark("<remark>4</remark>").valid, true);
+  });
+
+  it("a remark holding another tag, or nested in another <remark>, is invalid", () => {
+    for (const r of [
+      "<remark><action>move south</action></remark>",
+      "<remark>I went <action>move south</action> twice</remark>",
+      "<remark>the </action> was wrong</remark>",
+      "<remark>note<br/>more</remark>",
+      '<remark>see <a href="x">here</a></remark>',
+      "<remark>outer <remark>inner</remark> rest</remark>",
+      "<remark><remark>doubled</remark></remark>",
+    ]) {
+      const j = parseRemark(r);
+      assert.equal(j.valid, false, r);
+      assert.equal(j.failure, "markup", r);
+    }
+    assert.match(parseRemark("<remark><action>move south</action></remark>").invalidReason ?? "", /<action>/);
+    // Comparisons and arrows are not markup.
+    assert.equal(parseRemark("<remark>x < 3 and y > 2; go -> east</remark>").valid, true);
+    // Tags outside the first remark are not its content.
+    assert.equal(
+      parseRemark("<remark>The kitchen was empty.</remark><action>move south</action>").valid,
+      true,
+    );
   });
 });
 
