@@ -5,7 +5,13 @@ import type { TrialRecord, TrialSpec } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { PromptStyle, ReflectionType, TaskOptions } from "../tasks/types.js";
 import type { EvalCell } from "./cell.js";
-import { categoryMetrics, computeTrialMetrics, type TrialMetrics, type TrialOutcome } from "./metrics.js";
+import {
+  categoryMetrics,
+  computeTrialMetrics,
+  reflectionCounts,
+  type TrialMetrics,
+  type TrialOutcome,
+} from "./metrics.js";
 import { countingAnswers, type EvalProgress, ProgressTally } from "./progress.js";
 
 /**
@@ -79,6 +85,7 @@ export function toOutcome(t: TrialRecord): TrialOutcome {
     taskId: String(t.taskSeed),
     ...(t.category !== undefined ? { category: t.category } : {}),
     attempts: t.attempts,
+    reflections: reflectionCounts(t.rows),
   };
 }
 
@@ -170,6 +177,8 @@ export function formatCells(cells: readonly CellResult[]): string {
       `  score@k    ${m.scoreAt.map((e) => `${num(e.mean)} [${num(e.lo)}, ${num(e.hi)}]`).join("  ")}`,
       `  final ${num(m.final.mean)}  in-trial gain ${num(m.gain.mean)} [${num(m.gain.lo)}, ${num(m.gain.hi)}]  invalid ${pct(m.invalidRate)}`,
     );
+    const remarks = remarkRatesText(m);
+    if (remarks) lines.push(`  ${remarks}`);
     for (const [category, cm] of Object.entries(c.byCategory ?? {})) {
       lines.push(
         `  ${category} (${cm.trials} trials): success@k ${cm.successAt.map((e) => `${pct(e.mean)} [${pct(e.lo)}, ${pct(e.hi)}]`).join("  ")}`,
@@ -177,6 +186,17 @@ export function formatCells(cells: readonly CellResult[]): string {
     }
   }
   return lines.join("\n");
+}
+
+/** "remarks 12: valid 91.7%, informative 58.3%" (informative only where judged); "" without reflect calls. */
+export function remarkRatesText(
+  m: Pick<TrialMetrics, "reflections" | "validReflectionRate" | "informativeReflectionRate">,
+): string {
+  if (m.reflections === undefined || m.validReflectionRate === undefined) return "";
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const informative =
+    m.informativeReflectionRate !== undefined ? `, informative ${pct(m.informativeReflectionRate)}` : "";
+  return `remarks ${m.reflections}: valid ${pct(m.validReflectionRate)}${informative}`;
 }
 
 /** Before/after lines per cell: attempt-1 score, final score, in-trial gain and success@K, with intervals. */

@@ -29,6 +29,34 @@ export interface TrialOutcome {
   category?: string;
   /** Attempts actually played, in order (a won trial stops early). */
   attempts: AttemptOutcome[];
+  /** The trial's reflect calls, when known (`reflectionCounts`); absent in outcomes rebuilt from patterns. */
+  reflections?: ReflectionCounts;
+}
+
+/** A trial's reflect calls: how many, how many valid, and how many of those judged were informative. */
+export interface ReflectionCounts {
+  calls: number;
+  valid: number;
+  /** Calls the task judged for informativeness (0 when it has no rule). */
+  judged: number;
+  informative: number;
+}
+
+/** The reflection counts of reflect rows (`valid`, and `informative` where the task judged it). */
+export function reflectionCounts(
+  rows: readonly { phase: string; valid: boolean; informative?: boolean }[],
+): ReflectionCounts {
+  const out: ReflectionCounts = { calls: 0, valid: 0, judged: 0, informative: 0 };
+  for (const r of rows) {
+    if (r.phase !== "reflect") continue;
+    out.calls++;
+    if (r.valid) out.valid++;
+    if (r.informative !== undefined) {
+      out.judged++;
+      if (r.informative) out.informative++;
+    }
+  }
+  return out;
 }
 
 export interface Estimate {
@@ -48,6 +76,12 @@ export interface TrialMetrics {
   gain: Estimate;
   invalidRate: number;
   meanAttemptsPlayed: number;
+  /** Reflect calls of the trials (absent when none was made or none was known). */
+  reflections?: number;
+  /** Share of reflect calls whose remark was valid (`judgeRemark`); absent without reflect calls. */
+  validReflectionRate?: number;
+  /** Share of the judged reflect calls whose remark was informative; absent when the task has no rule. */
+  informativeReflectionRate?: number;
   /**
    * Per attempt k, the turns of the trials whose attempt k won (steps to the goal: the coin
    * collector's path length, which a remembered map shortens); n is how many won there. Absent in
@@ -242,6 +276,7 @@ export function computeTrialMetrics(
   let invalid = 0;
   let turns = 0;
   let played = 0;
+  const refl: ReflectionCounts = { calls: 0, valid: 0, judged: 0, informative: 0 };
   const outcomes: Record<string, number> = {};
   const order: string[] = [];
   for (const t of trials) {
@@ -252,6 +287,12 @@ export function computeTrialMetrics(
     for (const a of t.attempts) {
       invalid += a.invalidActions;
       turns += a.turns;
+    }
+    if (t.reflections) {
+      refl.calls += t.reflections.calls;
+      refl.valid += t.reflections.valid;
+      refl.judged += t.reflections.judged;
+      refl.informative += t.reflections.informative;
     }
   }
   return {
@@ -264,6 +305,8 @@ export function computeTrialMetrics(
     gain: est(inTrialGain),
     invalidRate: turns > 0 ? invalid / turns : 0,
     meanAttemptsPlayed: trials.length > 0 ? played / trials.length : 0,
+    ...(refl.calls > 0 ? { reflections: refl.calls, validReflectionRate: refl.valid / refl.calls } : {}),
+    ...(refl.judged > 0 ? { informativeReflectionRate: refl.informative / refl.judged } : {}),
     wonTurnsAt: ks.map((k) =>
       bootstrapMean(
         trials.flatMap((t) => (t.attempts[k - 1]?.won ? [t.attempts[k - 1].turns] : [])),

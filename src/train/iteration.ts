@@ -250,8 +250,12 @@ async function updateOn(
   return { loss: m.loss, grad_norm: m.gradNorm, lr: m.lr, ...m.metrics };
 }
 
-/** What the trials played: rewards, valid answers, answer length, success@k and score@k, per opponent. */
-function rolloutStats(trials: TrialRecord[], attempts: number): Record<string, number> {
+/**
+ * What the trials played: rewards, valid answers (`valid_action`), valid and informative remarks
+ * among reflect calls (`valid_reflection`, `informative_reflection`), answer length, success@k and
+ * score@k, per opponent.
+ */
+export function rolloutStats(trials: readonly TrialRecord[], attempts: number): Record<string, number> {
   const rows = trials.flatMap((t) => t.rows);
   const plays = rows.filter((r) => r.phase === "play");
   const reflects = rows.filter((r) => r.phase === "reflect");
@@ -260,7 +264,10 @@ function rolloutStats(trials: TrialRecord[], attempts: number): Record<string, n
   metrics.trials = trials.length;
   metrics.env_reward = mean(plays.map((r) => r.reward));
   metrics.valid_action = mean(plays.map((r) => (r.valid ? 1 : 0)));
+  // Among reflect calls: valid (well-formed) remarks, and informative ones where the task judges them.
   if (reflects.length > 0) metrics.valid_reflection = mean(reflects.map((r) => (r.valid ? 1 : 0)));
+  const judged = reflects.filter((r) => r.informative !== undefined);
+  if (judged.length > 0) metrics.informative_reflection = mean(judged.map((r) => (r.informative ? 1 : 0)));
   metrics.response_tokens = mean(rows.map((r) => r.responseTokenIds.length));
   for (let k = 1; k <= attempts; k++) {
     metrics[`success@${k}`] = mean(trials.map((t) => (t.attempts.slice(0, k).some((a) => a.won) ? 1 : 0)));

@@ -52,6 +52,10 @@ export function cellMeasures(m: TrialMetrics): [string, number][] {
   out.push(["final", m.final.mean], ["final_lo", m.final.lo], ["final_hi", m.final.hi]);
   out.push(["gain", m.gain.mean], ["gain_lo", m.gain.lo], ["gain_hi", m.gain.hi]);
   out.push(["invalid_rate", m.invalidRate], ["attempts_played", m.meanAttemptsPlayed], ["trials", m.trials]);
+  // Among the reflect calls (absent without any, and informative where the task judges it).
+  if (m.validReflectionRate !== undefined) out.push(["valid_reflection", m.validReflectionRate]);
+  if (m.informativeReflectionRate !== undefined)
+    out.push(["informative_reflection", m.informativeReflectionRate]);
   return out.filter(([, v]) => Number.isFinite(v));
 }
 
