@@ -207,7 +207,7 @@ describe("mage pretrain --backend torch", () => {
     assert.ok(e && e.trials === 2 && e.playAnswers > 0);
     assert.deepEqual(
       e.targets.map((t) => t.name),
-      ["play answers well-formed and legal", "reflections a non-empty <remark>"],
+      ["play answers well-formed and legal", "reflections a valid <remark>"],
     );
     assert.deepEqual(e.entropy.states, [], "no opening entropy for the puzzles");
   });

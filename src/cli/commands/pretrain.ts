@@ -125,7 +125,7 @@ function successText(at: readonly number[]): string {
 /** The sampled checks' lines, shared by both backends' summaries. */
 export function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
   const lines = [
-    `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid  [${(evalMs / 1000).toFixed(1)} s]`,
+    `  checks   ${e.trials} fresh trials at temperature 1: ${e.validPlayAnswers}/${e.playAnswers} play answers valid, ${e.validRemarks}/${e.reflections} remarks valid${e.informativeRemarks !== undefined ? `, ${e.informativeRemarks} informative` : ""}  [${(evalMs / 1000).toFixed(1)} s]`,
   ];
   for (const t of e.targets) lines.push(`    ${t.met ? "ok  " : "MISS"} ${t.name}: ${formatTargetValue(t)}`);
   if (e.successAt) lines.push(`    success@k ${successText(e.successAt)} (k = 1..${e.successAt.length})`);
@@ -144,6 +144,11 @@ export function formatChecks(e: PretrainEvaluation, evalMs: number): string[] {
   const reasons = Object.entries(e.invalidReasons);
   if (reasons.length > 0)
     lines.push(`    invalid play answers: ${reasons.map(([k, n]) => `${n}× ${k}`).join("; ")}`);
+  const remarkReasons = Object.entries(e.remarkInvalidReasons ?? {});
+  if (remarkReasons.length > 0)
+    lines.push(`    invalid remarks: ${remarkReasons.map(([k, n]) => `${n}× ${k}`).join("; ")}`);
+  if (e.remarkInformativeRate !== undefined)
+    lines.push(`    informative remarks (of those judged): ${pct(e.remarkInformativeRate)}`);
   return lines;
 }
 

@@ -5,7 +5,9 @@
  *    with the game's default pool, seats mixed, compact prompts, 3 attempts, the corpus's memory
  *    mode (`CORPUS_MEMORY`):
  *    the share of play answers the task accepts (Kuhn: well-formed; TicTacToe and the puzzles:
- *    well-formed and legal) and the share of reflections that are a non-empty `<remark>`.
+ *    well-formed and legal), the share of reflections that are a valid `<remark>` (`judgeRemark`:
+ *    non-empty, no markup, within the cap, not only action commands) and, where the task judges
+ *    it, the share that are informative (reported, no target).
  * 2. Entropy of the first decision of a trial, exactly: the model's probability of each
  *    canonical well-formed answer (`<action>BET</action>` and the template's end-of-turn token, …)
  *    is scored by an `AnswerScorer` (the embedded model in one forward pass, a torch model through
@@ -92,8 +94,14 @@ export interface PretrainEvaluation {
   /** A few invalid answers as sampled (play and reflect), for reading. */
   invalidExamples: { phase: "play" | "reflect"; response: string; finishReason: string }[];
   reflections: number;
+  /** Reflections that were a valid remark (`judgeRemark`: well-formed, not only action commands). */
   validRemarks: number;
   remarkValidRate: number;
+  /** Why the invalid reflections were invalid (`RemarkFailure`: missing-tag, markup, echo, …), counted. */
+  remarkInvalidReasons?: Record<string, number>;
+  /** Reflections the task judged informative, and their share of the judged ones (absent: no rule, e.g. Sokoban). */
+  informativeRemarks?: number;
+  remarkInformativeRate?: number;
   /** Trials won (in any attempt) by the sampled model, for information. */
   winRate: number;
   /** Served environments: success@1..K of the sampled trials, overall and per category. */
@@ -360,13 +368,30 @@ export function invalidAnswers(
   return { invalidReasons, invalidExamples };
 }
 
-/** The checks' answer counts and rates over their trials: well-formed play answers and remarks, wins. */
+/** The invalid reflections of the trials counted by the rule they failed (their memory's `failure`). */
+function remarkFailures(records: readonly TrialRecord[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of records) {
+    for (const a of r.memory.attempts) {
+      const f = a.reflection && !a.reflection.valid ? (a.reflection.failure ?? "invalid") : null;
+      if (f !== null) out[f] = (out[f] ?? 0) + 1;
+    }
+  }
+  return out;
+}
+
+/**
+ * The checks' answer counts and rates over their trials: well-formed play answers, valid remarks
+ * (and why the others were not), informative remarks where the task judges them, wins.
+ */
 export function answerRates(records: readonly TrialRecord[]) {
   const rows = records.flatMap((r) => r.rows);
   const play = rows.filter((r) => r.phase === "play");
   const reflect = rows.filter((r) => r.phase === "reflect");
   const validPlay = play.filter((r) => r.valid).length;
   const validRemarks = reflect.filter((r) => r.valid).length;
+  const judged = reflect.filter((r) => r.informative !== undefined);
+  const informativeRemarks = judged.filter((r) => r.informative).length;
   return {
     trials: records.length,
     playAnswers: play.length,
@@ -376,6 +401,10 @@ export function answerRates(records: readonly TrialRecord[]) {
     reflections: reflect.length,
     validRemarks,
     remarkValidRate: reflect.length > 0 ? validRemarks / reflect.length : 0,
+    remarkInvalidReasons: remarkFailures(records),
+    ...(judged.length > 0
+      ? { informativeRemarks, remarkInformativeRate: informativeRemarks / judged.length }
+      : {}),
     winRate: records.filter((r) => r.attempts.some((a) => a.won)).length / Math.max(1, records.length),
   };
 }
@@ -421,7 +450,7 @@ export function targetChecks(e: PretrainEvaluation, t: PretrainTargets = PRETRAI
       e.playValidRate,
       t.playValid,
     ),
-    check("reflections a non-empty <remark>", e.remarkValidRate, t.remarkValid),
+    check("reflections a valid <remark>", e.remarkValidRate, t.remarkValid),
   ];
   if (e.game === "kuhn") {
     for (const seat of ["first", "second"]) {

@@ -2,9 +2,11 @@
  * The checks of a warm start on a served environment: fresh trials of the checks' environment
  * (ALFWorld: valid_seen) sampled from the model at temperature 1 through the trial runner, compact
  * prompts, 3 attempts with reflections, batched: the share of play answers the environment accepts
- * (ALFWorld: an admissible command), the share of reflections that are a non-empty `<remark>`, and
- * success@1..K overall and per category (a category "a/b" counts in "a" and in "a/b": ALFWorld's
- * split and its split and task type).
+ * (ALFWorld: an admissible command), the share of reflections that are a valid `<remark>`
+ * (`judgeRemark`) and the share that are informative (the environment's rule, by default a term
+ * the attempt observed that the rules do not state; `tasks/remark-quality.ts`), and success@1..K
+ * overall and per category (a category "a/b" counts in "a" and in "a/b": ALFWorld's split and its
+ * split and task type).
  */
 import type { Rng } from "../../core/rng.js";
 import { countingAnswers, type EvalProgress, ProgressTally } from "../../evaluate/progress.js";
