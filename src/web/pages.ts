@@ -150,6 +150,54 @@ function logTail(lines: readonly string[] | null): string {
 </details>`;
 }
 
+/** Training metrics of the remark table, in its column order. */
+const REMARK_COLUMNS = [
+  { key: "valid_action", label: "valid actions" },
+  { key: "valid_reflection", label: "valid remarks" },
+  { key: "informative_reflection", label: "informative remarks" },
+] as const;
+
+/** The mean of `key` over history lines that have it (NaN when none). */
+function historyMean(lines: readonly Record<string, number>[], key: string): number {
+  const xs = lines.map((h) => h[key]).filter((x): x is number => Number.isFinite(x));
+  return xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : Number.NaN;
+}
+
+/**
+ * The rates of valid actions and of valid and informative remarks (among reflect calls): the last
+ * training iteration, the mean of the last 10, and each cell of the newest evaluation. Empty
+ * when the run recorded no remark rate (a run before they existed, or one without reflections).
+ */
+export function remarkRatesTable(s: RunSummary): string {
+  const snap = latestEval(s);
+  const evalCells = (snap?.cells ?? []).filter((c) => c.metrics.validReflectionRate !== undefined);
+  const trained = s.history.some((h) => Number.isFinite(h.valid_reflection));
+  if (!trained && evalCells.length === 0) return "";
+  const rate = (x: number | undefined) => `<td class="num">${formatPercent(x ?? Number.NaN)}</td>`;
+  const rows: string[] = [];
+  if (trained) {
+    const last = s.history[s.history.length - 1];
+    const recent = s.history.slice(-10);
+    rows.push(
+      `<tr><td>training, iteration ${last.iteration}</td>${REMARK_COLUMNS.map((c) => rate(last[c.key])).join("")}</tr>`,
+      `<tr><td>training, mean of the last ${recent.length}</td>${REMARK_COLUMNS.map((c) => rate(historyMean(recent, c.key))).join("")}</tr>`,
+    );
+  }
+  const when = s.finalEval ? "final evaluation" : `evaluation at iteration ${snap?.iteration}`;
+  for (const c of evalCells) {
+    const m = c.metrics;
+    const vs = `${c.opponent}${c.seat !== "none" ? `, ${c.seat}` : ""}`;
+    rows.push(
+      `<tr><td>${escapeHtml(`${when}: ${vs}`)} <span class="muted">(${m.reflections ?? 0} remarks)</span></td>${rate(1 - m.invalidRate)}${rate(m.validReflectionRate)}${rate(m.informativeReflectionRate)}</tr>`,
+    );
+  }
+  return `<table class="remarks">
+<thead><tr><th>remarks</th>${REMARK_COLUMNS.map((c) => `<th>${c.label}</th>`).join("")}</tr></thead>
+<tbody>${rows.join("\n")}</tbody>
+</table>
+<p class="muted">Valid remarks: well-formed reflections that carry something (not empty, no tags, within 2,000 characters, not only an action command); informative: those that name something the attempt saw, by the task's rule (– where it has none). Both among reflect calls.</p>`;
+}
+
 export function runBody(
   run: DashboardRun,
   reportHtml: string,
@@ -165,6 +213,7 @@ ${modelLine(s)}
 ${resumeHint(run)}
 ${logLinks(run)}
 ${logTail(trainLogTail)}
+${remarkRatesTable(s)}
 ${title ? reportHtml.slice(title[0].length) : reportHtml}`;
 }
 
