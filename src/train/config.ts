@@ -418,6 +418,17 @@ export const ConfigSchema = z
           .nullable()
           .default(null),
         /**
+         * The same model retried independently: after the final evaluation, its cells, seeds and
+         * attempts again with no memory between attempts (`reflection: none`), so that the
+         * difference at success@k measures what the memory adds. Skipped when the evaluation
+         * already has no memory. `trials` default: `finalTrials`. null: skip.
+         */
+        independent: z
+          .object({ trials: z.number().int().positive().optional() })
+          .strict()
+          .nullable()
+          .default(null),
+        /**
          * The harder held-out set (LaMer's generalisation test): after the final evaluation,
          * `trials` trials on levels from HARDER_SEED_RANGE with these knobs laid over the training
          * knobs (`task.sokoban` / `task.minesweeper`), or for `game: remote` on the served

@@ -16,7 +16,7 @@ import type { EvalSnapshot } from "./summary.js";
 
 export const FINAL_EVAL_PHASES_FILE = "final-eval-phases.json";
 
-export type FinalEvalPhase = "final" | "scaling" | "harder";
+export type FinalEvalPhase = "final" | "independent" | "scaling" | "harder";
 
 export interface KeptPhase {
   snapshot: EvalSnapshot;

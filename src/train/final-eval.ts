@@ -54,6 +54,7 @@ export async function finalEvaluation(
 
 interface FinalEvals {
   finalEval: EvalSnapshot;
+  independentEval: EvalSnapshot | null;
   scalingEval: EvalSnapshot | null;
   harderEval: EvalSnapshot | null;
 }
@@ -84,6 +85,7 @@ async function playPhases(ctx: FinalEvalContext, phases: FinalEvalPhases): Promi
     log(
       `\nbefore training vs after ${total} iterations (95% bootstrap intervals):\n${formatBeforeAfter(start.cells, finalEval.cells)}`,
     );
+  const independentEval = await independentPhase(ctx, phase);
   let scalingEval: EvalSnapshot | null = null;
   const scaling = config.eval.scaling;
   if (scaling) {
@@ -103,7 +105,29 @@ async function playPhases(ctx: FinalEvalContext, phases: FinalEvalPhases): Promi
     });
     log(formatCells(harderEval.cells));
   }
-  return { finalEval, scalingEval, harderEval };
+  return { finalEval, independentEval, scalingEval, harderEval };
+}
+
+/** `eval.independent`: the final evaluation's cells and seeds with no memory between attempts. */
+async function independentPhase(
+  ctx: FinalEvalContext,
+  phase: (name: FinalEvalPhase, play: () => Promise<EvalSnapshot>) => Promise<EvalSnapshot>,
+): Promise<EvalSnapshot | null> {
+  const { config, total, runEval, log, shouldStop } = ctx;
+  const independent = config.eval.independent;
+  if (!independent) return null;
+  const memory = config.eval.reflection ?? config.task.reflection;
+  if (memory === "none") {
+    log("independent retries: skipped (the final evaluation already has no memory between attempts)");
+    return null;
+  }
+  const trials = independent.trials ?? config.eval.finalTrials;
+  const snapshot = await phase("independent", () => {
+    log(`independent retries: ${trials} trials per cell, the same model with no memory between attempts`);
+    return runEval(total, trials, { independent: true, ...(shouldStop ? { shouldStop } : {}) });
+  });
+  log(formatCells(snapshot.cells));
+  return snapshot;
 }
 
 /** A phase of the final evaluation: kept from an interrupted run, or played and then kept. */

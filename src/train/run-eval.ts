@@ -15,6 +15,8 @@ export interface RunEvalOptions {
   shouldStop?: () => boolean;
   /** The harder held-out set: its knobs and seeds. */
   harder?: NonNullable<MageConfig["eval"]["harder"]>;
+  /** No memory between attempts (`eval.independent`): each attempt sees only itself. */
+  independent?: boolean;
 }
 
 export type RunEval = (iteration: number, trials: number, opts?: RunEvalOptions) => Promise<EvalSnapshot>;
@@ -44,7 +46,7 @@ export function runEvaluator(ctx: {
   const evalAttempts = config.eval.attempts ?? config.task.attempts;
   const reflection = config.eval.reflection ?? config.task.reflection;
   return async (iteration, trials, opts = {}) => {
-    const { scaling, harder, shouldStop, onTrial } = opts;
+    const { scaling, harder, shouldStop, onTrial, independent } = opts;
     const attempts = scaling?.attempts ?? harder?.attempts ?? evalAttempts;
     await backend.learner.forgetCaches?.();
     // A real model's evaluation takes minutes: show trials and answers as they come.
@@ -54,7 +56,7 @@ export function runEvaluator(ctx: {
       cells: scaling?.cells ?? cells,
       trials,
       attempts,
-      reflection,
+      reflection: independent ? "none" : reflection,
       promptStyle: config.task.promptStyle,
       maxTurns,
       contextOverflow: scaling?.contextOverflow ?? config.task.contextOverflow,

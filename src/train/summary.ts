@@ -36,6 +36,8 @@ export interface RunSummary {
   history: Record<string, number>[];
   periodicEval: EvalSnapshot[];
   finalEval: EvalSnapshot | null;
+  /** The final evaluation replayed without memory (`eval.independent`), when configured and finished. */
+  independentEval?: EvalSnapshot | null;
   /** The test-time scaling evaluation (`eval.scaling`), when configured and finished. */
   scalingEval?: EvalSnapshot | null;
   /** The puzzles' harder held-out set (`eval.harder`), when configured and finished. */
