@@ -7,7 +7,9 @@ import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import { extractTag } from "../../src/core/tags.js";
 import type { ChatMessage } from "../../src/policy/types.js";
+import type { TrialRecord } from "../../src/rollout/types.js";
 import { openRemoteTask, type RemoteTaskDefinition } from "../../src/tasks/remote.js";
+import type { PretrainEvaluation } from "../../src/train/pretrain/evaluate.js";
 import {
   loadServedPretrainConfig,
   openServedPretrain,
@@ -16,9 +18,15 @@ import {
 import {
   buildServedCorpus,
   checkExpertEnvironment,
+  composeRemark,
   type ExpertCall,
+  estimateTokens,
+  stuckCommand,
 } from "../../src/train/pretrain/served-corpus.js";
-import type { TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
+import { SERVED_TARGETS, servedTargetChecks } from "../../src/train/pretrain/served-targets.js";
+import { sftLossFor, weightedExample } from "../../src/train/pretrain/sft.js";
+import { resolveTorchSettings, type TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
+import { splitWeights } from "../../src/train/pretrain/torch-sft.js";
 import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
 import { startPythonServer } from "../serve/adapters.js";
 import { runPretrainCaptured } from "./pretrain-capture.js";
@@ -145,6 +153,53 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     );
   });
 
+  it("failedShare: that share of trials lose an exploring attempt 1 and reflect; the rest as before", async () => {
+    const calls: ExpertCall[] = [];
+    const build = (failedShare: number, seed = 4, onExpert?: (c: ExpertCall) => void) =>
+      buildServedCorpus({
+        def,
+        trials: 16,
+        rng: Rng.seeded(seed),
+        epsilon: 0,
+        malformedRate: 0,
+        failedShare,
+        remarkMaxTokens: 32,
+        ...(onExpert ? { onExpert } : {}),
+      });
+    const none = (await build(0)).stats.served;
+    assert.equal(none.explorerTrials, 0);
+    assert.equal(none.stuckAnswers, 0);
+    const a = await build(0.5, 4, (c) => calls.push(c));
+    assert.deepEqual(a, await build(0.5), "the same seed gives the same corpus");
+    const s = a.stats.served;
+    assert.equal(s.failedShare, 0.5);
+    assert.equal(s.explorerTrials, 8, "round(0.5 · 16) trials");
+    assert.equal(s.explorerLost, 8, "every exploring attempt 1 is lost");
+    assert.ok(s.failedTrialShare >= 0.5, `${s.failedTrialShare} of the trials hold a failed attempt`);
+    assert.equal(s.failedTrials, a.stats.reflections > 0 ? s.failedTrials : 0);
+    assert.ok(s.stuckAnswers > 0, "explorers that stop short are stuck until the turns run out");
+    assert.ok(s.stuckAnswers <= a.stats.malformed, "stuck answers are invalid, so unscored");
+    assert.ok(s.lostFirst >= s.explorerTrials && s.wonSecondAfterLostFirst > 0);
+    assert.ok(s.actionAnswers > 0 && s.remarkToAction > none.remarkToAction, "more remarks per action");
+    assert.equal(s.remarkTokens.cap, 32);
+    assert.equal(s.remarkTokens.overCap, 0);
+    assert.ok(s.remarkTokens.max <= 32 && s.remarkTokens.mean > 0);
+    // Exploring attempts ask the expert with no memory; later attempts get the stated facts.
+    for (const c of calls.filter((x) => x.attempt === 0)) assert.deepEqual(c.memory, []);
+    for (const t of a.trials)
+      for (const m of t.messages)
+        if (m.role === "assistant" && m.content.startsWith("<remark>"))
+          assert.ok(estimateTokens(m.content) <= 32, m.content);
+    await assert.rejects(
+      buildServedCorpus({ def, trials: 1, rng: Rng.seeded(1), failedShare: 2 }),
+      /failedShare must be in \[0, 1\]/,
+    );
+    await assert.rejects(
+      buildServedCorpus({ def, trials: 1, rng: Rng.seeded(1), remarkMaxTokens: 8 }),
+      /remarkMaxTokens must be an integer >= 24/,
+    );
+  });
+
   it("maxTurns caps a corpus attempt's answers; the file's maxTurns, else the server's, reaches both phases", async () => {
     const corpus = await buildServedCorpus({ def, trials: 8, rng: Rng.seeded(3), epsilon: 0.5, maxTurns: 1 });
     for (const t of corpus.trials) {
@@ -240,5 +295,136 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     };
     for (const k of ["trials", "playResponses", "malformed", "reflections"] as const)
       assert.equal(preview.corpus[k], report.corpus[k], k);
+  });
+});
+
+describe("served corpus reflections, stuck answers, remark weights and check targets", () => {
+  it("a remark leads with the environment's first facts and stays under the token cap", () => {
+    const facts = [
+      "The coin was not in the kitchen or the pantry.",
+      "Not tried: the corridor's north door and the kitchen's east exit and the bedroom's west door.",
+      "The kitchen's east exit leads to the corridor.",
+      "<action>move north</action>",
+    ];
+    const r = composeRemark(facts, { maxFacts: 4, maxTokens: 48 }, Rng.seeded(1));
+    assert.equal(r.stated[0], facts[0], "the first fact leads");
+    assert.ok(!r.stated.includes(facts[1]), "a fact past the cap is skipped");
+    assert.ok(r.stated.includes(facts[2]), "for a later, shorter one");
+    assert.ok(!r.text.includes("<action>"), "never another tag");
+    assert.ok(estimateTokens(r.text) <= 48);
+    assert.equal(r.text, `<remark>${r.stated.join(" ")}</remark>`, "the facts and nothing else");
+    assert.equal(composeRemark(facts, { maxFacts: 1, maxTokens: 48 }, Rng.seeded(1)).stated.length, 1);
+    const empty = composeRemark([], { maxFacts: 3, maxTokens: 48 }, Rng.seeded(1));
+    assert.deepEqual(empty.stated, []);
+    assert.match(empty.text, /^<remark>.*nothing.*<\/remark>$/);
+  });
+
+  it("estimateTokens counts no fewer tokens than SmolLM2's tokenizer on the corpora's remarks", () => {
+    // Counted with models/smollm2-135m-instruct's tokenizer (no special tokens).
+    const measured: [string, number][] = [
+      ["<remark>The coin was in the kitchen. The kitchen's east exit leads to the corridor.</remark>", 25],
+      [
+        "<remark>The coin was not in the kitchen or the pantry. Not tried: the kitchen's south exit.</remark>",
+        28,
+      ],
+      [
+        "<remark>The coin was not in the kitchen, the corridor or the bedroom. Not tried: the kitchen's west door.</remark>",
+        31,
+      ],
+      [
+        "<remark>sidetable 1 held no cellphone. sidetable 2 held no cellphone. drawer 1 held no cellphone.</remark>",
+        33,
+      ],
+      ["<remark>countertop 1 held a mug 1. cabinet 3 was empty.</remark>", 25],
+    ];
+    for (const [text, smol] of measured)
+      assert.ok(estimateTokens(text) >= smol, `${text}: ${estimateTokens(text)}`);
+  });
+
+  it("a stuck answer is a command the game does not accept now: a stale one first", () => {
+    const legal = ["move north", "open door to east", "look around"];
+    const seen = new Set([...legal, "move south", "take coin"]);
+    for (let i = 0; i < 20; i++) {
+      const c = stuckCommand(legal, seen, Rng.seeded(i));
+      assert.ok(["move south", "take coin"].includes(c), c);
+    }
+    for (let i = 0; i < 20; i++) {
+      const c = stuckCommand(legal, new Set(legal), Rng.seeded(i));
+      assert.ok(!legal.includes(c) && c.length > 0, c);
+    }
+  });
+
+  it("remarkWeight weighs the reflections' tokens in the loss the worker and the embedded model take", () => {
+    // A trial of 10 tokens: an action (2-4), a malformed answer (5-6), a reflection (7-9).
+    const ids = Array.from({ length: 10 }, (_, i) => i + 1);
+    const spans = [
+      { start: 2, end: 4 },
+      { start: 5, end: 6 },
+      { start: 7, end: 9 },
+    ];
+    const kinds = ["action", "malformed", "reflection"] as const;
+    const plain = weightedExample(ids, spans, kinds, { contextLength: 64 });
+    const heavy = weightedExample(ids, spans, kinds, { contextLength: 64, remarkWeight: 4, actionWeight: 2 });
+    assert.deepEqual([...plain.mask], [0, 0, 1, 1, 0, 0, 0, 1, 1, 0]);
+    assert.deepEqual([...heavy.mask], [0, 0, 2, 2, 0, 0, 0, 4, 4, 0]);
+    assert.throws(
+      () => weightedExample(ids, spans, kinds, { contextLength: 64, remarkWeight: 0 }),
+      /remarkWeight/,
+    );
+    // The torch worker gets the weights as its `weights` array, one per scored token.
+    const sequences = [Int32Array.from(ids)];
+    assert.deepEqual(
+      [...splitWeights({ sequences, lossMask: [heavy.mask], unlikely: [undefined] }).weights],
+      [2, 2, 4, 4],
+    );
+    // The loss: Σ w·(−log p) / Σ w over the scored tokens (the worker's `sft` computes the same, python/tests/test_sft.py).
+    const logp = Float64Array.from([-1, -1, -3, -3]);
+    const loss = (mask: Uint8Array) =>
+      sftLossFor({ sequences, lossMask: [mask] })({ logp, entropy: new Float64Array(4) } as never).loss;
+    assert.ok(Math.abs(loss(plain.mask) - 2) < 1e-12, "equal weights: the mean, 2");
+    assert.ok(Math.abs(loss(heavy.mask) - (2 * 1 * 2 + 4 * 3 * 2) / 12) < 1e-12, "remarks 4, actions 2: 7/3");
+  });
+
+  it("--remark-weight: every torch warm start may set it; served ones default to 4, the others to none (1)", () => {
+    assert.equal(resolveTorchSettings("remote", {}).remarkWeight, 4);
+    assert.equal(resolveTorchSettings("remote", {}).failedShare, 0.5);
+    assert.equal(resolveTorchSettings("remote", {}).remarkMaxTokens, 48);
+    assert.equal(resolveTorchSettings("kuhn", {}).remarkWeight, undefined);
+    assert.equal(resolveTorchSettings("kuhn", { remarkWeight: 3 }).remarkWeight, 3);
+    assert.throws(() => resolveTorchSettings("kuhn", { failedShare: 0.5 }), /served environments/);
+    assert.throws(() => resolveTorchSettings("remote", { remarkWeight: 0 }), /--remark-weight/);
+  });
+
+  it("the served checks write each target met or missed: admissible, informative, attempt 2 after a lost attempt 1", () => {
+    const attempt = (won: boolean) => ({
+      won,
+      draw: false,
+      score: 0,
+      reward: 0,
+      turns: 1,
+      invalidActions: 0,
+      finished: true,
+    });
+    const rec = (...won: boolean[]) => ({ attempts: won.map(attempt) }) as unknown as TrialRecord;
+    // Attempt 1 won in 2 of 4 trials (50%); of the 2 lost, 1 was won at attempt 2 (50%): met at margin 0.
+    const records = [rec(true, true), rec(true, true), rec(false, true), rec(false, false)];
+    const e = { playValidRate: 0.96, remarkValidRate: 0.8 } as PretrainEvaluation;
+    const [play, remarks, recovery] = servedTargetChecks(e, records, SERVED_TARGETS);
+    assert.deepEqual([play.met, play.threshold], [true, 0.95]);
+    assert.deepEqual([remarks.met, remarks.value, remarks.threshold], [false, 0.8, 0.9]);
+    assert.match(remarks.name, /not judged here: valid <remark>/);
+    assert.deepEqual([recovery.met, recovery.value, recovery.threshold], [true, 0.5, 0.5]);
+    assert.match(recovery.name, /1\/2/);
+    const stricter = servedTargetChecks(e, records, { ...SERVED_TARGETS, recoveryMargin: 0.1 })[2];
+    assert.equal(stricter.met, false);
+    // The hook: an informative judge's rate, where the evaluation has one, replaces the valid rate.
+    const judged = { ...e, remarkInformativeRate: 0.92 } as PretrainEvaluation;
+    const withJudge = servedTargetChecks(judged, records)[1];
+    assert.deepEqual([withJudge.name, withJudge.value, withJudge.met], ["remarks informative", 0.92, true]);
+    assert.equal(
+      servedTargetChecks(e, [rec(true, true)])[2].met,
+      true,
+      "no attempt 1 lost: nothing to recover",
+    );
   });
 });

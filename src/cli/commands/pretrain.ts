@@ -12,6 +12,7 @@ import { PRETRAIN_GAMES } from "../../train/pretrain/corpus.js";
 import type { PretrainEvaluation } from "../../train/pretrain/evaluate.js";
 import { corpusWinText, type PretrainReport, REPORT_FILE, runPretrain } from "../../train/pretrain/run.js";
 import { loadServedPretrainConfig, openServedPretrain } from "../../train/pretrain/served-config.js";
+import { servedCorpusText } from "../../train/pretrain/served-corpus.js";
 import { formatTargetValue } from "../../train/pretrain/target-text.js";
 import {
   previewTorchCorpus,
@@ -25,7 +26,7 @@ import type { Command } from "../command.js";
 
 const USAGE =
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper --backend torch --model DIR [--out DIR] [--steps N] [--lr X] [--lora-rank R] " +
-  "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] " +
+  "[--seed S] [--eval-trials N] [--corpus-trials N] [--batch-tokens N] [--micro-batch-tokens N] [--action-weight N] [--remark-weight N] " +
   "[--tactical-rate X] [--unlikelihood A] [--epsilon X] [--reflection-moves N] [--knobs YAML] [--device cpu|cuda|cuda:N] [--dtype float32|bfloat16|float16|auto] [--threads N] [--prefix-cache-mb N] [--eval-batch N] [--checkpoint-seconds S] [--resume] [--json]\n" +
   "  --backend torch: warm-starts a local Hugging Face model (LoRA rank 16 on every linear layer; --lora-rank 0: full\n" +
   "    fine-tuning) and writes it, merged, as a plain model directory (default: <model>-<game>-warm beside it)\n" +
@@ -39,11 +40,14 @@ const USAGE =
   "    cells' answers (0: plain SFT; default 16 for both)\n" +
   "  --knobs (torch): TicTacToe's and MineSweeper's cell format, \"cells: digits\" (the default: answers\n" +
   '    <action>23</action>) or "cells: pair"; the puzzles\' difficulty as below\n' +
-  "mage pretrain --config FILE [--model DIR] [--out DIR] [--seed S] [--epsilon X] [--first-epsilon X] [--reflection-facts N] [--corpus-only] " +
+  "  --remark-weight (torch): loss weight of the reflections' tokens (default 1; served environments 4)\n" +
+  "mage pretrain --config FILE [--model DIR] [--out DIR] [--seed S] [--epsilon X] [--first-epsilon X] [--reflection-facts N] [--failed-share X] [--remark-max-tokens N] [--corpus-only] " +
   "[the torch flags above: --steps, --lr, --corpus-trials, --eval-trials, --threads, --resume, …]\n" +
   "  a warm start on a served environment with an expert (configs/pretrain/*.yaml; the flags override its settings)\n" +
   "  --epsilon: share of the corpus expert's answers that are random legal actions; --first-epsilon: the share at\n" +
   "    attempt 1 (default: --epsilon; higher makes first attempts fail, so later ones show the reflection at work)\n" +
+  "  --failed-share: share of corpus trials whose attempt 1 explores part of the way and is lost (default 0.5),\n" +
+  "    so that their reflections lead the later attempts; --remark-max-tokens: a corpus reflection's token cap (48)\n" +
   "  --corpus-only: play the corpus the warm start would train on and print its tally (trials won, reflections),\n" +
   "    without loading the model: seconds, to size the ε settings and --corpus-trials before a long SFT\n" +
   "mage pretrain --game kuhn|tictactoe|sokoban|minesweeper [--preset tiny|small|base] [--out DIR] " +
@@ -97,6 +101,7 @@ const TORCH_ONLY_FLAGS = [
   "resume",
   "checkpoint-seconds",
   "eval-batch",
+  "remark-weight",
 ];
 
 /** A UsageError when a flag of the other backend is given. */
@@ -243,6 +248,9 @@ const FLAGS = {
   config: { type: "string" },
   "reflection-facts": { type: "string" },
   "first-epsilon": { type: "string" },
+  "failed-share": { type: "string" },
+  "remark-max-tokens": { type: "string" },
+  "remark-weight": { type: "string" },
   "corpus-only": { type: "boolean" },
   json: { type: "boolean", default: false },
 } as const;
@@ -255,7 +263,13 @@ export const command: Command = {
   async run(argv: string[]): Promise<number> {
     const { values }: { values: FlagValues } = parseFlags(argv, FLAGS, USAGE);
     if (values.config !== undefined) return runServedCommand(values);
-    for (const flag of ["reflection-facts", "first-epsilon", "corpus-only"])
+    for (const flag of [
+      "reflection-facts",
+      "first-epsilon",
+      "failed-share",
+      "remark-max-tokens",
+      "corpus-only",
+    ])
       if (values[flag] !== undefined)
         throw new UsageError(`--${flag} is for a served environment's warm start (--config FILE)`);
     if (values.game === undefined)
@@ -349,6 +363,7 @@ async function printCorpusPreview(
       `${stats.playResponses} play answers (${stats.malformed} malformed), ${stats.reflections} reflections` +
       `${corpusWinText(stats)}; ${(stats.won ?? 0) - (stats.wonFirst ?? 0)} trials won after attempt 1  [${seconds.toFixed(1)} s]\n`,
   );
+  if (stats.served) process.stdout.write(`  ${servedCorpusText(stats.served)}\n`);
   return 0;
 }
 
@@ -378,6 +393,9 @@ function torchFlagSettings(values: FlagValues) {
     epsilon: rateFlag("epsilon", str("epsilon")),
     reflectionFacts: intFlag("reflection-facts", str("reflection-facts"), { min: 1 }),
     firstEpsilon: rateFlag("first-epsilon", str("first-epsilon")),
+    failedShare: rateFlag("failed-share", str("failed-share")),
+    remarkMaxTokens: intFlag("remark-max-tokens", str("remark-max-tokens"), { min: 24 }),
+    remarkWeight: intFlag("remark-weight", str("remark-weight"), { min: 1, max: 255 }),
     dtype: str("dtype") === undefined ? undefined : expectChoice("dtype", str("dtype")!, TORCH_DTYPES),
     device: str("device"),
     threads: intFlag("threads", str("threads"), { min: 0 }),

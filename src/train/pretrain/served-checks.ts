@@ -22,6 +22,7 @@ import {
   type PretrainTargets,
   targetChecks,
 } from "./evaluate.js";
+import { type ServedTargets, servedTargetChecks } from "./served-targets.js";
 
 export interface ServedCheckOptions {
   def: RemoteTaskDefinition;
@@ -30,6 +31,8 @@ export interface ServedCheckOptions {
   trials: number;
   maxBatch: number;
   targets: PretrainTargets;
+  /** The served warm start's targets (`served-targets.ts`); absent: `targets` as the built-in games'. */
+  servedTargets?: ServedTargets;
   attempts?: number;
   maxTurns?: number;
   /** Trials done, answers received and the valid-answer rate as they come (a real model takes minutes). */
@@ -123,7 +126,9 @@ export async function evaluateServed(opts: ServedCheckOptions): Promise<Pretrain
     targets: [],
     ms: 0,
   };
-  evaluation.targets = targetChecks(evaluation, opts.targets);
+  evaluation.targets = opts.servedTargets
+    ? servedTargetChecks(evaluation, records, opts.servedTargets)
+    : targetChecks(evaluation, opts.targets);
   evaluation.ms = performance.now() - t0;
   return evaluation;
 }

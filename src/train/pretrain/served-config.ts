@@ -11,6 +11,7 @@ import { z } from "zod";
 import { UsageError } from "../../core/errors.js";
 import { openRemoteTask, type RemoteEnvSettings, type RemoteTaskDefinition } from "../../tasks/remote.js";
 import { checkExpertEnvironment } from "./served-corpus.js";
+import { SERVED_TARGETS, type ServedTargets } from "./served-targets.js";
 
 const EnvSchema = z
   .object({
@@ -43,6 +44,9 @@ const SettingsSchema = z
     firstEpsilon: z.number().min(0).max(1),
     malformedRate: z.number().min(0).max(1),
     reflectionFacts: z.number().int().min(1),
+    failedShare: z.number().min(0).max(1),
+    remarkMaxTokens: z.number().int().min(24),
+    remarkWeight: z.number().int().min(1).max(255),
     evalBatch: z.number().int().positive(),
     prefixCacheMB: z.number().min(0),
     threads: z.number().int().min(0),
@@ -66,6 +70,15 @@ export const ServedPretrainSchema = z
       .object({
         config: z.record(z.string(), z.unknown()).default({}),
         seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
+        /** Each written met or missed in the report (`served-targets.ts`; these defaults). */
+        targets: z
+          .object({
+            playValid: z.number().min(0).max(1).default(SERVED_TARGETS.playValid),
+            remarkInformative: z.number().min(0).max(1).default(SERVED_TARGETS.remarkInformative),
+            recoveryMargin: z.number().min(-1).max(1).default(SERVED_TARGETS.recoveryMargin),
+          })
+          .strict()
+          .default(SERVED_TARGETS),
       })
       .strict(),
     /**
@@ -103,6 +116,8 @@ export interface ServedPretrain {
   checks: RemoteTaskDefinition;
   /** Agent turns per attempt (the file's `maxTurns`, else the server's). */
   maxTurns: number;
+  /** The checks' targets (the file's `checks.targets`). */
+  targets: ServedTargets;
   /** What the report records (`maxTurns` only when the file sets it). */
   record: {
     url: string;
@@ -132,6 +147,7 @@ export async function openServedPretrain(c: ServedPretrainConfig): Promise<Serve
     corpus,
     checks,
     maxTurns: c.maxTurns ?? corpus.maxTurns,
+    targets: c.checks.targets,
     record: {
       url: c.env.url,
       name: c.env.name,

@@ -45,6 +45,8 @@ export interface EncodeOptions {
   contextLength: number;
   /** Loss weight of the tokens of well-formed play answers, an integer 1–255 (default 1). */
   actionWeight?: number;
+  /** Loss weight of the tokens of reflections (`<remark>` answers), an integer 1–255 (default 1). */
+  remarkWeight?: number;
 }
 
 /** Renders a corpus trial with the chat template and marks its assistant tokens for the loss. */
@@ -68,12 +70,23 @@ export function weightedExample(
   const mask = new Uint8Array(n);
   if (opts.contextLoss) mask.fill(1);
   const actionWeight = opts.actionWeight ?? 1;
-  if (!(Number.isInteger(actionWeight) && actionWeight >= 1 && actionWeight <= 255))
-    throw new RangeError(`actionWeight must be an integer in [1, 255], got ${actionWeight}`);
+  const remarkWeight = opts.remarkWeight ?? 1;
+  for (const [name, w] of [
+    ["actionWeight", actionWeight],
+    ["remarkWeight", remarkWeight],
+  ] as const)
+    if (!(Number.isInteger(w) && w >= 1 && w <= 255))
+      throw new RangeError(`${name} must be an integer in [1, 255], got ${w}`);
   spans.forEach((span, i) => {
     const kind = kinds[i];
     const weight =
-      kind === "malformed" ? (opts.trainOnMalformed ? 1 : 0) : kind === "action" ? actionWeight : 1;
+      kind === "malformed"
+        ? opts.trainOnMalformed
+          ? 1
+          : 0
+        : kind === "action"
+          ? actionWeight
+          : remarkWeight;
     mask.fill(weight, Math.min(span.start, n), Math.min(span.end, n));
   });
   mask[0] = 0;

@@ -33,8 +33,13 @@ export interface TorchPretrainSettings {
   weightDecay: number;
   /** Share of play answers that are deliberately malformed in the corpus (never scored). */
   malformedRate: number;
-  /** Loss weight of the tokens of well-formed play answers (remarks weigh 1). */
+  /** Loss weight of the tokens of well-formed play answers. */
   actionWeight: number;
+  /**
+   * Loss weight of the tokens of reflections (absent: 1, the built-in games' warm starts as they
+   * were). Served environments: 4 (docs/design.md, "A warm start on a served environment").
+   */
+  remarkWeight?: number;
   /**
    * Weight α of the unlikelihood term: at each TicTacToe or MineSweeper play answer, −log(1 − q)
    * for every token that would start a taken or revealed cell's answer (`unlikely.ts`); 0: plain
@@ -62,6 +67,13 @@ export interface TorchPretrainSettings {
    * same as `epsilon`, and the warm start's key stays as it was).
    */
   firstEpsilon?: number;
+  /**
+   * Served environments: the share of corpus trials whose attempt 1 is an exploring attempt that
+   * is lost, so that their reflections lead later attempts (`served-corpus.ts`).
+   */
+  failedShare?: number;
+  /** Served environments: most tokens of a corpus reflection (the reflect call's cap), estimated conservatively. */
+  remarkMaxTokens?: number;
   /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
   loraRank: number;
   dtype: (typeof TORCH_DTYPES)[number];

@@ -36,7 +36,12 @@ import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } fro
 import { corpusSummary, corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
 import { evaluateServed } from "./served-checks.js";
 import type { ServedPretrain } from "./served-config.js";
-import { buildServedCorpus, SERVED_CORPUS_DEFAULTS } from "./served-corpus.js";
+import {
+  buildServedCorpus,
+  SERVED_CORPUS_DEFAULTS,
+  type ServedCorpusStats,
+  servedCorpusText,
+} from "./served-corpus.js";
 import { type SftExample, summarizeSft } from "./sft.js";
 import { torchAnswerScorer } from "./torch-checks.js";
 import {
@@ -69,6 +74,12 @@ export {
   type TorchPretrainReport,
   type TorchPretrainSettings,
 };
+
+/** A served warm start's loss weight of reflection tokens (`TORCH_PRETRAIN_DEFAULTS.remote`). */
+export const SERVED_REMARK_WEIGHT = 4;
+
+/** A served warm start's share of corpus trials with an exploring attempt 1 that is lost. */
+export const SERVED_FAILED_SHARE = 0.5;
 
 /** LoRA on every linear layer of a Llama-style block. */
 export const LORA_TARGET_MODULES = [
@@ -170,9 +181,15 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     evalTrials: 100,
     evalBatch: 50,
     actionWeight: 1,
+    // Reflections are a few answers among many actions: a corpus with half its trials lost at
+    // attempt 1 holds one reflection per ~10 play answers and ~9% of the scored tokens in them
+    // (the coin corpus measured in docs/environments.md); weight 4 gives them ~30% of the loss.
+    remarkWeight: SERVED_REMARK_WEIGHT,
     unlikelihood: 0,
     epsilon: SERVED_CORPUS_DEFAULTS.epsilon,
     reflectionFacts: SERVED_CORPUS_DEFAULTS.reflectionFacts,
+    failedShare: SERVED_FAILED_SHARE,
+    remarkMaxTokens: SERVED_CORPUS_DEFAULTS.remarkMaxTokens,
   },
 };
 
@@ -269,6 +286,13 @@ export function resolveTorchSettings(
   if (!(Number.isFinite(s.lr) && s.lr > 0)) throw new UsageError(`--lr must be a number > 0, got ${s.lr}`);
   if (!(Number.isInteger(s.actionWeight) && s.actionWeight >= 1 && s.actionWeight <= 255))
     throw new UsageError(`--action-weight must be an integer in [1, 255], got ${s.actionWeight}`);
+  // Every torch warm start may weigh its reflections; absent, they weigh 1 as they always did.
+  if (opts.remarkWeight !== undefined) s.remarkWeight = opts.remarkWeight;
+  if (
+    s.remarkWeight !== undefined &&
+    !(Number.isInteger(s.remarkWeight) && s.remarkWeight >= 1 && s.remarkWeight <= 255)
+  )
+    throw new UsageError(`--remark-weight must be an integer in [1, 255], got ${s.remarkWeight}`);
   if (!(Number.isInteger(s.loraRank) && s.loraRank >= 0))
     throw new UsageError(`--lora-rank must be an integer ≥ 0 (0: full fine-tuning), got ${s.loraRank}`);
   if (!(Number.isInteger(s.warmupSteps) && s.warmupSteps >= 0))
@@ -277,13 +301,16 @@ export function resolveTorchSettings(
     throw new UsageError(`--unlikelihood must be a number ≥ 0 (0: plain SFT), got ${s.unlikelihood}`);
   checkRate("tactical-rate", s.tacticalRate);
   if (s.epsilon !== undefined) checkRate("epsilon", s.epsilon);
-  for (const key of ["reflectionFacts", "firstEpsilon"] as const)
+  for (const key of ["reflectionFacts", "firstEpsilon", "failedShare", "remarkMaxTokens"] as const)
     if (opts[key] !== undefined && !("reflectionFacts" in TORCH_PRETRAIN_DEFAULTS[game]))
       throw new UsageError(`${key} is for served environments' corpus player, not ${game}`);
   if (opts.firstEpsilon !== undefined) {
     checkRate("firstEpsilon", opts.firstEpsilon);
     s.firstEpsilon = opts.firstEpsilon;
   }
+  if (s.failedShare !== undefined) checkRate("failedShare", s.failedShare);
+  if (s.remarkMaxTokens !== undefined && !(Number.isInteger(s.remarkMaxTokens) && s.remarkMaxTokens >= 24))
+    throw new UsageError(`remarkMaxTokens must be an integer ≥ 24, got ${s.remarkMaxTokens}`);
   if (s.reflectionFacts !== undefined && !(Number.isInteger(s.reflectionFacts) && s.reflectionFacts >= 1))
     throw new UsageError(`reflectionFacts must be an integer ≥ 1, got ${s.reflectionFacts}`);
   if (s.reflectionMoves !== undefined && !(Number.isInteger(s.reflectionMoves) && s.reflectionMoves >= 0))
@@ -428,6 +455,8 @@ function playCorpus(r: TorchRun) {
       ...(r.settings.epsilon !== undefined ? { epsilon: r.settings.epsilon } : {}),
       ...(r.settings.reflectionFacts !== undefined ? { reflectionFacts: r.settings.reflectionFacts } : {}),
       ...(r.settings.firstEpsilon !== undefined ? { firstEpsilon: r.settings.firstEpsilon } : {}),
+      ...(r.settings.failedShare !== undefined ? { failedShare: r.settings.failedShare } : {}),
+      ...(r.settings.remarkMaxTokens !== undefined ? { remarkMaxTokens: r.settings.remarkMaxTokens } : {}),
     });
   return buildCorpus({
     game: r.game,
@@ -449,6 +478,7 @@ async function corpusPhase(r: TorchRun) {
     `corpus of ${c.trials} trials, ${c.playResponses} play answers (${c.malformed} malformed), ` +
       `${c.reflections} reflections${corpusWinText(c)} (${seconds(performance.now() - t)})`,
   );
+  if (c.served) r.say(servedCorpusText(c.served));
   return corpus;
 }
 
@@ -484,11 +514,19 @@ function unlikelyCount(examples: readonly SftExample[]): number {
   return n;
 }
 
-async function renderPhase(r: TorchRun, learner: TorchLearner, trials: readonly CorpusTrial[]) {
+async function renderPhase(
+  r: TorchRun,
+  learner: TorchLearner,
+  trials: readonly CorpusTrial[],
+  served?: ServedCorpusStats,
+) {
   const t = performance.now();
+  const remarkTokens: number[] = [];
   const examples = await encodeWithTemplate(learner, trials, {
     contextLength: learner.info.contextLength,
     actionWeight: r.settings.actionWeight,
+    ...(r.settings.remarkWeight !== undefined ? { remarkWeight: r.settings.remarkWeight } : {}),
+    remarkTokens,
     ...(r.settings.unlikelihood > 0 && r.game !== "remote"
       ? { unlikely: { game: r.game, tokenize: cachedTokenizer(templateTokenizer(learner)) } }
       : {}),
@@ -499,6 +537,19 @@ async function renderPhase(r: TorchRun, learner: TorchLearner, trials: readonly 
     `${stats.tokens} corpus tokens in the model's chat template (mean ${Math.round(stats.meanTokens)} per trial, ` +
       `${stats.scoredTokens} scored${r.settings.unlikelihood > 0 ? `, ${unlikely} unlikely` : ""}) (${seconds(performance.now() - t)})`,
   );
+  if (served) {
+    const cap = served.remarkTokens.cap;
+    served.templateRemarkTokens = {
+      mean: remarkTokens.reduce((a, b) => a + b, 0) / Math.max(1, remarkTokens.length),
+      max: Math.max(0, ...remarkTokens),
+      overCap: remarkTokens.filter((n) => n > cap).length,
+    };
+    const m = served.templateRemarkTokens;
+    r.say(
+      `reflections in the model's template: ${m.mean.toFixed(1)} tokens on average, ${m.max} at most, ` +
+        `${m.overCap} over the ${cap}-token cap (end of turn included)`,
+    );
+  }
   return examples;
 }
 
@@ -566,6 +617,7 @@ function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvalua
       trials: r.settings.evalTrials,
       maxBatch: r.settings.evalBatch,
       targets: TORCH_PRETRAIN_TARGETS,
+      servedTargets: r.served.targets,
       ...(bar ? { onProgress: bar.update } : {}),
     }).finally(() => bar?.finish());
   }
@@ -755,7 +807,7 @@ async function trainAndExport(
   },
 ): Promise<Pick<TorchPretrainReport, "export" | "corpus" | "sft" | "unlikely">> {
   const { learner, done, clock, timings } = c;
-  const examples = await renderPhase(r, learner, c.corpus.trials);
+  const examples = await renderPhase(r, learner, c.corpus.trials, c.corpus.stats.served);
   timings.renderMs = clock.lap();
   if (done) {
     await restoreSftCheckpoint(learner, r.out, done);

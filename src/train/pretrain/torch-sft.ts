@@ -2,7 +2,8 @@
  * Supervised fine-tuning of a Hugging Face model through the PyTorch worker, on the same corpus
  * as the embedded warm start: each trial is rendered with the model's own chat template by the
  * worker (`render`; its assistant spans give the loss mask), only the answers are scored (a
- * pretrained LLM needs no context loss), play answers weigh `actionWeight`, malformed ones 0.
+ * pretrained LLM needs no context loss), play answers weigh `actionWeight`, reflections
+ * `remarkWeight`, malformed ones 0.
  * Batches come from the embedded path's `BatchStream` (whole trials packed up to `batchTokens`,
  * a fresh shuffle per epoch from the run's Rng); the learning rate (linear warmup, cosine decay)
  * is computed here and sent with every `sft` step.
@@ -27,12 +28,16 @@ const RENDER_CHUNK = 64;
 
 /**
  * The corpus rendered by the worker with the model's chat template, answers weighted; with
- * `unlikely`, each example also carries the tokens its illegal answers would start with.
+ * `unlikely`, each example also carries the tokens its illegal answers would start with; with
+ * `remarkTokens`, the token count of every reflection's span (end of turn included) is pushed there.
  */
 export async function encodeWithTemplate(
   learner: TorchLearner,
   trials: readonly CorpusTrial[],
-  opts: Omit<EncodeOptions, "contextLoss"> & { unlikely?: { game: PretrainGame; tokenize: AnswerTokenizer } },
+  opts: Omit<EncodeOptions, "contextLoss"> & {
+    unlikely?: { game: PretrainGame; tokenize: AnswerTokenizer };
+    remarkTokens?: number[];
+  },
 ): Promise<SftExample[]> {
   const out: SftExample[] = [];
   for (let i = 0; i < trials.length; i += RENDER_CHUNK) {
@@ -46,6 +51,9 @@ export async function encodeWithTemplate(
       const example = weightedExample(r.ids, r.assistantSpans, chunk[j].kinds, {
         ...opts,
         contextLoss: false,
+      });
+      r.assistantSpans.forEach((span, k) => {
+        if (chunk[j].kinds[k] === "reflection") opts.remarkTokens?.push(span.end - span.start);
       });
       if (opts.unlikely) {
         const { game, tokenize } = opts.unlikely;
