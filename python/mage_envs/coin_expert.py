@@ -9,10 +9,16 @@ leads somewhere not yet searched (an unknown room, or a closed door) and go thro
 door first (a breadth-first search over the known map, so back-tracking comes out of the search).
 Rooms searched in earlier attempts without the coin are not searched again.
 
-Facts it hands on are sentences a model can read and the expert can parse again:
-"The kitchen's north door leads to the pantry.", "The kitchen's east exit leads to the corridor.",
-"The coin was in the pantry.", "The coin was not in the kitchen.", "The corridor's north door was not
-opened." (an exit still to explore).
+Facts it hands on are sentences a model can read and the expert can parse again, ordered by what
+a next attempt needs first (a reflection under a token cap keeps the first ones):
+- the coin found: "The coin was in the pantry.", then the links of the route from the attempt's first
+  room to it ("The kitchen's north door leads to the pantry.");
+- the coin not found: where it was not, in one sentence ("The coin was not in the kitchen or the
+  pantry."), then the exits not tried, nearest the first room first, at most three ("Not tried: the
+  corridor's north door and the kitchen's east exit."), then the links of the routes to them;
+- then every other link ("The kitchen's east exit leads to the corridor.").
+`remember` also reads the one-room forms of earlier versions ("The coin was not in the kitchen.",
+"The corridor's north door was not opened.").
 """
 
 from __future__ import annotations
@@ -34,6 +40,20 @@ _FACT_LINK = re.compile(r"The (.+?)'s (north|south|east|west) (door|exit) leads 
 _FACT_COIN = re.compile(r"The coin was in the (.+?)\.")
 _FACT_EMPTY = re.compile(r"The coin was not in the (.+?)\.")
 _FACT_UNOPENED = re.compile(r"The (.+?)'s (north|south|east|west) door was not opened\.")
+_FACT_NOT_IN = re.compile(r"The coin was not in (the .+)\.")
+_FACT_UNTRIED = re.compile(r"Not tried: (.+)\.")
+_UNTRIED_ITEM = re.compile(r"the (.+?)'s (north|south|east|west) (door|exit)")
+MAX_UNTRIED = 3  # exits a "Not tried" fact names
+
+
+def join_words(items: list[str], last: str) -> str:
+    """"a", "a or b", "a, b or c" (`last` the word before the last item)."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {last} " + items[-1]
+
+
+def split_rooms(text: str) -> list[str]:
+    """"the kitchen, the pantry or the living room" -> ["kitchen", "pantry", "living room"]."""
+    return [r.strip()[len("the "):] for r in re.split(r", | or ", text) if r.strip().startswith("the ")]
 
 
 @dataclass
@@ -70,6 +90,7 @@ class CoinMap:
     searched: list[str] = field(default_factory=list)  # rooms seen without the coin, in order
     coin: str | None = None
     here: str | None = None
+    start: str | None = None  # the first room this attempt was in
     looked: set[str] = field(default_factory=set)  # rooms whose description this attempt has read
 
     def link(self, room: str, d: str, dest: str) -> None:
@@ -81,6 +102,8 @@ class CoinMap:
 
     def enter(self, look: Look) -> None:
         self.here = look.room
+        if self.start is None:
+            self.start = look.room
         self.looked.add(look.room)
         ways = self.exits.setdefault(look.room, {})
         for d, (dest, door, closed) in look.exits.items():
@@ -122,22 +145,82 @@ class CoinMap:
                 self.link(room, d, dest)
             elif m := _FACT_COIN.fullmatch(fact.strip()):
                 self.coin = m.group(1)
+            elif m := _FACT_NOT_IN.fullmatch(fact.strip()):
+                for room in split_rooms(m.group(1)):
+                    if room not in self.searched:
+                        self.searched.append(room)
             elif (m := _FACT_EMPTY.fullmatch(fact.strip())) and m.group(1) not in self.searched:
                 self.searched.append(m.group(1))
             elif m := _FACT_UNOPENED.fullmatch(fact.strip()):
                 self.doors.add((m.group(1), m.group(2)))
                 self.exits.setdefault(m.group(1), {}).setdefault(m.group(2), None)
+            elif m := _FACT_UNTRIED.fullmatch(fact.strip()):
+                for room, d, kind in _UNTRIED_ITEM.findall(m.group(1)):
+                    if kind == "door":
+                        self.doors.add((room, d))
+                    self.exits.setdefault(room, {}).setdefault(d, None)
+
+    def _link_fact(self, room: str, d: str, dest: str) -> str:
+        return f"The {room}'s {d} {'door' if (room, d) in self.doors else 'exit'} leads to the {dest}."
+
+    def _tree(self) -> dict[str, tuple[str, str, str] | None]:
+        """Breadth-first over the known links from the attempt's first room: each room reached and
+        the link (room, direction, destination) it was reached by."""
+        root = self.start or self.here
+        if root is None:
+            return {}
+        back: dict[str, tuple[str, str, str] | None] = {root: None}
+        queue = deque([root])
+        while queue:
+            room = queue.popleft()
+            for d in DIRECTIONS:
+                dest = self.exits.get(room, {}).get(d)
+                if dest is not None and dest not in back:
+                    back[dest] = (room, d, dest)
+                    queue.append(dest)
+        return back
+
+    def _route_links(self, back: dict[str, tuple[str, str, str] | None], room: str) -> list[tuple[str, str, str]]:
+        """The links from the first room to `room` (its breadth-first route), first one first."""
+        out: list[tuple[str, str, str]] = []
+        step = back.get(room)
+        while step is not None:
+            out.append(step)
+            step = back.get(step[0])
+        return out[::-1]
+
+    def untried(self) -> list[tuple[str, str]]:
+        """Exits this attempt knows of that lead nowhere searched (a closed door, an exit to a room not
+        entered), rooms nearest the first room first: (room, direction)."""
+        back = self._tree()
+        out: list[tuple[str, str]] = []
+        for room in list(back) + sorted(set(self.exits) - set(back)):
+            ways = self.exits.get(room, {})
+            for d in DIRECTIONS:
+                if d in ways and (ways[d] is None or (ways[d] not in self.searched and ways[d] != self.coin)):
+                    out.append((room, d))
+        return out
 
     def facts(self) -> list[str]:
-        out = [
-            f"The {room}'s {d} {'door' if (room, d) in self.doors else 'exit'} leads to the {dest}."
-            for room, d, dest in self.links
-        ]
+        back = self._tree()
+        first: list[tuple[str, str, str]] = []  # links the leading facts need
+        out: list[str] = []
         if self.coin:
             out.append(f"The coin was in the {self.coin}.")
-        out += [f"The coin was not in the {room}." for room in self.searched]
-        out += [f"The {room}'s {d} door was not opened." for room, ways in self.exits.items()
-                for d in DIRECTIONS if d in ways and ways[d] is None and (room, d) in self.doors]
+            first = self._route_links(back, self.coin)
+            out += [self._link_fact(*link) for link in first]
+        if self.searched:
+            out.append(f"The coin was not in {join_words([f'the {r}' for r in self.searched], 'or')}.")
+        if not self.coin:
+            untried = self.untried()[:MAX_UNTRIED]
+            if untried:
+                items = [f"the {r}'s {d} {'door' if (r, d) in self.doors else 'exit'}" for r, d in untried]
+                out.append(f"Not tried: {join_words(items, 'and')}.")
+            for room, _ in untried:
+                first += [link for link in self._route_links(back, room) if link not in first]
+            out += [self._link_fact(*link) for link in first]
+        said = {(r, d) for r, d, _ in first}
+        out += [self._link_fact(r, d, t) for r, d, t in self.links if (r, d) not in said and (t, OPPOSITE[d]) not in said]
         return out
 
     def _route(self, goal: str | None) -> list[str] | None:

@@ -18,7 +18,7 @@ if java_missing():  # pragma: no cover - CI installs Java (.ci/run)
 
 from envhelp import Client, running
 
-from mage_envs.coin_expert import coin_map
+from mage_envs.coin_expert import CoinMap, coin_map, join_words, split_rooms
 from mage_envs.protocol import CreateArgs
 from mage_envs.textworld_express_server import TwxEnv, TwxSession, environments
 
@@ -237,8 +237,50 @@ def test_memory_of_a_room_whose_doors_were_not_opened_still_leads_on(envs: dict[
     failed = _session(envs["twx-coin"], 3, numLocations=6, maxSteps=4)
     assert _follow(failed, []) is None
     facts = failed.expert([])["facts"]
-    assert any(f.endswith("door was not opened.") for f in facts), facts
+    assert any(f.startswith("Not tried: ") and "door" in f for f in facts), facts
     assert _follow(_session(envs["twx-coin"], 3, numLocations=6), facts) is not None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 4, 5, 7])
+def test_facts_lead_with_what_the_next_attempt_needs(envs: dict[str, TwxEnv], seed: int) -> None:
+    """An attempt cut short before the coin: its facts open with where the coin was not (one sentence)
+    and the exits not tried; an attempt that saw the coin opens with it and the route to it. Given the
+    first two facts only (what a capped remark keeps), the next attempt still wins."""
+    fresh = _follow(_session(envs["twx-coin"], seed, numLocations=4), [])
+    assert fresh is not None and fresh >= 3, fresh
+    cut = _session(envs["twx-coin"], seed, numLocations=4)
+    while cut.steps < fresh - 2:
+        cut.step(f"<action>{cut.expert([])['action']}</action>")
+    facts = cut.expert([])["facts"]
+    assert facts[0].startswith("The coin was not in the ") and facts[0].count("The coin") == 1, facts
+    assert facts[1].startswith("Not tried: the "), facts
+    assert _follow(_session(envs["twx-coin"], seed, numLocations=4), facts[:2]) is not None
+    won = _session(envs["twx-coin"], seed, numLocations=4)
+    _follow(won, [])
+    found = won.expert([])["facts"]
+    assert found[0].startswith("The coin was in the ") and "leads to the" in found[1], found
+    assert not any(f.startswith("Not tried") for f in found)
+
+
+def test_the_fact_grammar_reads_back() -> None:
+    """Every sentence `facts()` writes, the one-room forms of earlier versions too, parses back."""
+    m = CoinMap()
+    m.remember([
+        "The coin was not in the kitchen, the living room, the corridor or the pantry.",
+        "Not tried: the corridor's east door and the kitchen's east exit.",
+        "The kitchen's south door leads to the corridor.",
+        "The coin was not in the bedroom.",
+        "The bedroom's west door was not opened.",
+    ])
+    assert m.searched == ["kitchen", "living room", "corridor", "pantry", "bedroom"]
+    assert m.exits["corridor"]["east"] is None and ("corridor", "east") in m.doors
+    assert m.exits["kitchen"]["east"] is None and ("kitchen", "east") not in m.doors
+    assert m.exits["kitchen"]["south"] == "corridor" and ("kitchen", "south") in m.doors
+    assert m.exits["bedroom"]["west"] is None and ("bedroom", "west") in m.doors
+    assert split_rooms("the kitchen") == ["kitchen"] and join_words(["a", "b", "c"], "or") == "a, b or c"
+    again = CoinMap()
+    again.remember(m.facts())
+    assert again.searched == m.searched and again.exits == m.exits
 
 
 def test_compact_coin_observations_drop_the_furniture(client: Client) -> None:
