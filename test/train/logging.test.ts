@@ -43,6 +43,11 @@ function cellTriples(prefix: string, step: number, cell: CellResult): Triple[] {
     [`${name}/attempts_played`, step, m.meanAttemptsPlayed],
   );
   out.push([`${name}/trials`, step, m.trials]);
+  // Among the cell's reflect calls, where it made any (and informative where the task judges it).
+  if (m.validReflectionRate !== undefined)
+    out.push([`${name}/valid_reflection`, step, m.validReflectionRate]);
+  if (m.informativeReflectionRate !== undefined)
+    out.push([`${name}/informative_reflection`, step, m.informativeReflectionRate]);
   return out;
 }
 
