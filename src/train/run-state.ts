@@ -47,6 +47,8 @@ export class RunProgress {
   best: { iteration: number | null; score: number | null };
   readonly roleBaselines: RoleBaselines | null;
   readonly pretrainSeconds: number;
+  /** Set when `train.maxMinutes` ends training before the planned iterations (this process's). */
+  stoppedBy: "maxMinutes" | null = null;
   private secondsBefore: number;
   private readonly startedAt = performance.now();
 
@@ -139,6 +141,8 @@ export class RunProgress {
       pretrainSeconds: this.pretrainSeconds,
       baseModel: id.baseModel,
       iterationsDone: done,
+      complete: done >= id.config.train.iterations,
+      stoppedBy: this.stoppedBy,
       history: this.history,
       periodicEval: this.periodicEval,
       finalEval,

@@ -32,6 +32,14 @@ export interface RunSummary {
   /** The base model the run started from, with its weights' SHA-256 (absent in older summaries). */
   baseModel?: { dir: string; sha256: string | null };
   iterationsDone: number;
+  /**
+   * Whether training reached `config.train.iterations`. False while a run trains, and in a run
+   * that `train.maxMinutes` stopped early (`stoppedBy`): its final evaluation measures fewer
+   * iterations than planned, so it is *incomplete*. Absent in older summaries: see `trainingOf`.
+   */
+  complete?: boolean;
+  /** What ended training before `config.train.iterations`: the wall-clock box, or null. */
+  stoppedBy?: "maxMinutes" | null;
   /** Training metrics per iteration (the lines of metrics.jsonl). */
   history: Record<string, number>[];
   periodicEval: EvalSnapshot[];
@@ -42,6 +50,26 @@ export interface RunSummary {
   scalingEval?: EvalSnapshot | null;
   /** The puzzles' harder held-out set (`eval.harder`), when configured and finished. */
   harderEval?: EvalSnapshot | null;
+}
+
+/** Iterations a run trained against those its config plans, and whether it trained them all. */
+export interface Training {
+  done: number;
+  planned: number;
+  complete: boolean;
+}
+
+/**
+ * How far a summary's run trained. Summaries written before `complete` existed are judged by
+ * `iterationsDone` against `config.train.iterations`; an untrained baseline (0 iterations) is
+ * complete by definition. `planned` stands in when the summary's config lacks the count.
+ */
+export function trainingOf(
+  s: Pick<RunSummary, "iterationsDone" | "complete"> & { config?: { train?: { iterations?: number } } },
+  planned = s.config?.train?.iterations ?? s.iterationsDone,
+): Training {
+  const done = s.iterationsDone;
+  return { done, planned, complete: s.complete ?? done >= planned };
 }
 
 export function writeSummary(path: string, summary: RunSummary): Promise<void> {

@@ -264,7 +264,9 @@ async function trainIterations(
   let ranHere = 0;
   if (startIteration > 0 && startIteration < total && timeBoxReached(config, progress)) {
     // Resumed after the box ran out (say, stopped during the final evaluation): go straight to it.
+    // A larger box, or none, lets the run train on to `total` instead.
     bar?.finish();
+    progress.stoppedBy = "maxMinutes";
     ctx.log(timeBoxMessage(config, startIteration, total));
     return { done: startIteration, stopped: false, crashed: null };
   }
@@ -303,6 +305,7 @@ async function trainIterations(
     if (opts.crashAfterIterations !== undefined && ranHere >= opts.crashAfterIterations)
       return { done, stopped: true, crashed: progress.summary(run.identity, null, done) };
     const timeUp = done < total && timeBoxReached(config, progress);
+    if (timeUp) progress.stoppedBy = "maxMinutes";
     if (done % config.train.checkpointEvery === 0 || done === total || newBest || timeUp)
       await saveRunCheckpoint(outDir, config, backend, progress, done);
     await writeSummary(join(outDir, "summary.json"), progress.summary(run.identity, null, done));
@@ -317,7 +320,10 @@ async function trainIterations(
 }
 
 function timeBoxMessage(config: MageConfig, done: number, total: number): string {
-  return `train.maxMinutes (${config.train.maxMinutes}) reached after ${done} of ${total} iterations`;
+  return (
+    `train.maxMinutes (${config.train.maxMinutes}) reached after ${done} of ${total} iterations: ` +
+    "the run is incomplete (summary.json: complete false); --resume with a larger box, or none, trains the rest"
+  );
 }
 
 /** Whether `train.maxMinutes` of training wall time (resumed runs included) have passed. */
