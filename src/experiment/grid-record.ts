@@ -12,7 +12,11 @@ import { type ExperimentPlan, gridCells, type PlannedRun } from "./spec.js";
  * grid's record is never more than one job behind.
  */
 
-export type RunStatus = "done" | "skipped" | "failed" | "pending" | "running" | "blocked";
+/**
+ * A run's status. "incomplete": finished, but `train.maxMinutes` stopped its training before the
+ * method's `train.iterations`, so the report does not pair it with its seed's other runs.
+ */
+export type RunStatus = "done" | "skipped" | "incomplete" | "failed" | "pending" | "running" | "blocked";
 
 export interface RunRecord {
   method: string;
@@ -131,6 +135,10 @@ export class GridBook {
 
   finished(): number {
     return this.records.filter(isFinished).length;
+  }
+
+  incomplete(): number {
+    return this.records.filter((r) => r.status === "incomplete").length;
   }
 
   failed(): number {

@@ -2,7 +2,7 @@ import type { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { RunRecord } from "./grid-record.js";
-import { pretrainDone, readFinalSummary } from "./plan-state.js";
+import { incompleteTraining, pretrainDone, readFinalSummary, resumesIncomplete } from "./plan-state.js";
 import {
   type ExperimentPlan,
   type PlannedPretrain,
@@ -66,7 +66,9 @@ export function pretrainJobsOf(plan: ExperimentPlan, noTrain: boolean): Map<stri
 /**
  * Each run's record, and a job for each run not finished: a run whose summary is committed is
  * skipped, one that finished before its summary was copied is copied now, the others train (from
- * their last checkpoint, if any) once their base exists.
+ * their last checkpoint, if any) once their base exists. A finished run that `train.maxMinutes`
+ * stopped before its iterations is recorded incomplete, and trains on only where the plan's box
+ * now leaves it time (`resumesIncomplete`).
  */
 export function trainJobsOf(
   plan: ExperimentPlan,
@@ -85,17 +87,13 @@ export function trainJobsOf(
     };
     records.push(record);
     const committed = readFinalSummary(run.summaryPath);
-    if (committed) {
-      record.status = "skipped";
-      record.wallSeconds = wallSecondsOf(committed);
-      continue;
-    }
     const runSummary = join(run.runDir, "summary.json");
-    const finished = readFinalSummary(runSummary);
-    if (finished) {
-      // Finished before an interruption kept it from being copied.
-      copyFileSync(runSummary, run.summaryPath);
-      record.status = "done";
+    const finished = committed ?? readFinalSummary(runSummary);
+    // An incomplete run (stopped by `train.maxMinutes`) trains on only where the plan's box allows.
+    if (finished && (noTrain || !resumesIncomplete(finished, run))) {
+      // A run that finished before an interruption kept it from being copied is copied now.
+      if (!committed) copyFileSync(runSummary, run.summaryPath);
+      record.status = incompleteTraining(finished, run) ? "incomplete" : committed ? "skipped" : "done";
       record.wallSeconds = wallSecondsOf(finished);
       continue;
     }
@@ -164,8 +162,9 @@ export function diversityJobsOf(
   for (const run of plan.runs) {
     if (!run.config.train.updates) continue;
     const out = join(dir, `${run.method}-s${run.seed}.json`);
-    if (existsSync(out)) continue;
     const trainJob = trainJobs.find((j) => j.run === run);
+    // A run still to train (an incomplete one trained on, say) is measured again once it ends.
+    if (existsSync(out) && !trainJob) continue;
     if (!trainJob && readFinalSummary(run.summaryPath) === null) continue;
     jobs.push({
       id: `diversity ${run.method}-s${run.seed}`,

@@ -6,7 +6,7 @@ import { findBaseConflict, rebuiltBaseWarning, refusal } from "./base-check.js";
 import { readBaseTargets } from "./base-targets.js";
 import type { GridBook } from "./grid-record.js";
 import { type Job, wallSecondsOf } from "./jobs.js";
-import { readFinalSummary } from "./plan-state.js";
+import { incompleteTraining, readFinalSummary } from "./plan-state.js";
 import type { ExperimentPlan, PlannedPretrain } from "./spec.js";
 
 /** What starting a grid's job and settling its end needs. */
@@ -70,7 +70,8 @@ export function startJob(job: Job, ctx: LaunchContext): Promise<void> {
       job.child = undefined;
       settle(job, code === 0, ctx);
       const stopped = ctx.stopping();
-      const what = job.state === "done" ? "done" : stopped ? "stopped" : `FAILED (exit ${code ?? signal})`;
+      const what =
+        job.state === "done" ? doneWord(job, ctx) : stopped ? "stopped" : `FAILED (exit ${code ?? signal})`;
       ctx.log(`[${formatClock(ctx.elapsed())}] ${what} ${job.id} in ${formatClock(job.seconds)}`);
       if (job.state === "failed" && !stopped) ctx.log(`  see ${job.logFile}`);
       await ctx.book.save();
@@ -95,13 +96,22 @@ function settle(job: Job, ok: boolean, ctx: LaunchContext): void {
     if (finished) {
       copyFileSync(summary, job.run.summaryPath);
       job.state = "done";
-      rec.status = "done";
+      rec.status = incompleteTraining(finished, job.run) ? "incomplete" : "done";
       rec.wallSeconds = wallSecondsOf(finished) ?? job.seconds ?? null;
     } else {
       job.state = "failed";
       rec.status = "failed";
     }
   }
+}
+
+/** How a job that ended well is logged: a run the box stopped early says so. */
+function doneWord(job: Job, ctx: LaunchContext): string {
+  if (!job.run || ctx.book.recordOf(job.run).status !== "incomplete") return "done";
+  const short = incompleteTraining(readFinalSummary(job.run.summaryPath) ?? {}, job.run);
+  return short
+    ? `INCOMPLETE (train.maxMinutes stopped it after ${short.done} of ${short.of} iterations)`
+    : "INCOMPLETE";
 }
 
 /** A base just built must be the one its seed's finished runs used, unless rebuilt bases are accepted. */

@@ -111,7 +111,7 @@ async function runLocked(
   });
   const measurements = jobs.filter((j) => j.kind === "diversity").length;
   log(
-    `experiment ${plan.spec.name}: ${book.records.length} runs (${book.finished()} already done), ` +
+    `experiment ${plan.spec.name}: ${book.records.length} runs (${book.finished()} already done${incompleteText(book)}), ` +
       `${pretrainJobs.size} base model(s) to pretrain, ${measurements} diversity measurement(s), ` +
       `${jobsAtOnce} at a time; results in ${plan.resultsDir}`,
   );
@@ -132,11 +132,17 @@ async function runLocked(
   ).length;
   const failed = book.failed() + failedMeasures;
   log(
-    `experiment ${plan.spec.name}: ${book.finished()}/${book.records.length} runs done, ${failed} failed` +
+    `experiment ${plan.spec.name}: ${book.finished()}/${book.records.length} runs done${incompleteText(book)}, ${failed} failed` +
       `${failedMeasures > 0 ? ` (${failedMeasures} measurement(s) not done)` : ""}` +
       `${stopped ? ", stopped early" : ""} in ${formatClock(elapsed())}; summaries in ${plan.resultsDir}`,
   );
   return { record: book.record(), failed, stopped };
+}
+
+/** ", N incomplete (…)" when `train.maxMinutes` stopped some finished runs early; "" otherwise. */
+function incompleteText(book: GridBook): string {
+  const n = book.incomplete();
+  return n > 0 ? `, ${n} incomplete (stopped by train.maxMinutes before their iterations)` : "";
 }
 
 /** The grid's jobs: bases to pretrain (only those a pending job needs), runs and measurements. */
@@ -225,7 +231,7 @@ function statusLine(jobs: readonly Job[], book: GridBook, elapsed: () => number)
       const it = metricsLines(j.run!.runDir);
       return `${j.id} (${it < total ? `iteration ${it}/${total}` : "final evaluation"})`;
     });
-  return `[${formatClock(elapsed())}] ${book.finished()}/${book.records.length} runs done · running ${now.join(", ") || "nothing"}`;
+  return `[${formatClock(elapsed())}] ${book.finished()}/${book.records.length} runs done${book.incomplete() > 0 ? `, ${book.incomplete()} incomplete` : ""} · running ${now.join(", ") || "nothing"}`;
 }
 
 /**

@@ -42,8 +42,14 @@ export function checkNoStaleRuns(plan: ExperimentPlan): void {
   for (const run of plan.runs) {
     const planned = JSON.parse(JSON.stringify(run.config));
     for (const { file, config } of storedConfigs(run)) {
-      // Where a run's curves are logged, or how big the worker's prefix store is, changes none of its results.
-      const diff = configDifferences(config, planned, isRuntimeOnlyField);
+      // Where a run's curves are logged, or how big the worker's prefix store is, changes none of its
+      // results; nor does the wall-clock box, which only decides whether a run is complete (its
+      // summary says so, and a raised box lets the grid train an incomplete run on).
+      const diff = configDifferences(
+        config,
+        planned,
+        (p) => isRuntimeOnlyField(p) || p === "train.maxMinutes",
+      );
       if (diff.length === 0) continue;
       const shown = diff.slice(0, 3).join("; ") + (diff.length > 3 ? `; and ${diff.length - 3} more` : "");
       problems.push(`  ${run.method}-s${run.seed}: ${file} was made with another config (${shown})`);

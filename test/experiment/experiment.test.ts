@@ -16,9 +16,11 @@ import { UsageError } from "../../src/core/errors.js";
 import { rebuiltBaseLines } from "../../src/experiment/base-check.js";
 import { readBaseTargets } from "../../src/experiment/base-targets.js";
 import { wholeGridBases } from "../../src/experiment/grid-record.js";
+import { trainJobsOf } from "../../src/experiment/jobs.js";
 import { describePlan, runState } from "../../src/experiment/plan-state.js";
 import { runExperiment } from "../../src/experiment/runner.js";
 import { planExperiment, pretrainArgs, pretrainKey, readExperiment } from "../../src/experiment/spec.js";
+import { checkNoStaleRuns } from "../../src/experiment/stale.js";
 import type { PretrainGame } from "../../src/train/pretrain/corpus.js";
 import { PRETRAIN_DEFAULTS } from "../../src/train/pretrain/run.js";
 import { readSummary, SUMMARY_FORMAT } from "../../src/train/summary.js";
@@ -221,6 +223,94 @@ describe("experiment plan", () => {
       "3 runs: 1 done, 1 finished but not copied, 0 to resume, 0 to start; 0 base model(s) to pretrain; " +
         "--no-train leaves 1 unfinished run(s) alone",
     );
+  });
+});
+
+describe("incomplete runs", () => {
+  /** A grid of tiny runs boxed at `box` minutes, and its plan. */
+  const boxedGrid = (root: string, box: number) => {
+    const file = join(root, `exp-${box}.yaml`);
+    writeFileSync(
+      file,
+      [
+        "name: boxed",
+        "seeds: [0, 1]",
+        `runsDir: ${JSON.stringify(join(root, "runs"))}`,
+        `pretrainedDir: ${JSON.stringify(join(root, "pretrained"))}`,
+        `resultsDir: ${JSON.stringify(join(root, "results"))}`,
+        `set: [train.maxMinutes=${box}]`,
+        "methods:",
+        `  - { name: alpha, config: ${JSON.stringify(writeConfig(root))} }`,
+        "",
+      ].join("\n"),
+    );
+    return planExperiment(readExperiment(file), file);
+  };
+  /** A finished run's summary; `complete` left out, as summaries written before it existed. */
+  const finished = (iterationsDone: number) => ({
+    format: SUMMARY_FORMAT,
+    iterationsDone,
+    wallSeconds: 1900,
+    config: { train: { iterations: 1, maxMinutes: 30 } },
+    finalEval: { cells: [] },
+  });
+
+  it("records a run the box stopped early as incomplete, and counts it apart from the done ones", async () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-boxed-"));
+    const plan = boxedGrid(root, 30);
+    const [s0, s1] = plan.runs;
+    mkdirSync(plan.resultsDir, { recursive: true });
+    writeFileSync(s0.summaryPath, JSON.stringify(finished(1)));
+    writeFileSync(s1.summaryPath, JSON.stringify(finished(0)));
+    assert.deepEqual(runState(s0), { kind: "committed" });
+    assert.deepEqual(runState(s1), {
+      kind: "incomplete",
+      iteration: 0,
+      of: 1,
+      copied: true,
+      wallSeconds: 1900,
+    });
+    const lines = describePlan(plan);
+    assert.match(
+      lines.at(-2)!,
+      /alpha seed 1.*: incomplete: train\.maxMinutes stopped it after iteration 0\/1; /,
+    );
+    assert.match(lines.at(-1)!, /^2 runs: 1 done, 0 finished but not copied, 1 incomplete, 0 to resume/);
+
+    const log: string[] = [];
+    const r = await runExperiment(plan, { log: (l) => log.push(l), statusEverySeconds: 0 });
+    assert.deepEqual(
+      r.record.runs.map((x) => x.status),
+      ["skipped", "incomplete"],
+    );
+    assert.match(log[0], /2 runs \(1 already done, 1 incomplete \(stopped by train\.maxMinutes/);
+    assert.match(
+      log.at(-1)!,
+      /: 1\/2 runs done, 1 incomplete \(stopped by train\.maxMinutes before their iterations\), 0 failed/,
+    );
+  });
+
+  it("trains an incomplete run on once the grid's box is raised and its checkpoints are there", () => {
+    const root = mkdtempSync(join(tmpdir(), "mage-exp-unboxed-"));
+    const plan = boxedGrid(root, 60);
+    const s1 = plan.runs[1];
+    mkdirSync(plan.resultsDir, { recursive: true });
+    writeFileSync(
+      s1.summaryPath,
+      JSON.stringify({ ...finished(0), complete: false, stoppedBy: "maxMinutes" }),
+    );
+    assert.equal(runState(s1).kind, "incomplete", "no checkpoints: nothing to train on");
+    mkdirSync(join(s1.runDir, "checkpoints"), { recursive: true });
+    assert.deepEqual(runState(s1), { kind: "resumes", iteration: 0, of: 1 });
+    checkNoStaleRuns(plan); // the summary's 30-minute box is not another run
+    const { records, jobs } = trainJobsOf(plan, new Map(), false);
+    assert.equal(records[1].status, "pending");
+    assert.deepEqual(
+      jobs.map((j) => j.id),
+      ["alpha-s0", "alpha-s1"],
+    );
+    // The same box as the run had: a rerun would stop it at once.
+    assert.equal(runState(boxedGrid(root, 30).runs[1]).kind, "incomplete");
   });
 });
 
