@@ -4,6 +4,7 @@ import type { EvalSnapshot } from "../train/summary.js";
 import type { BootstrapEstimate, HierarchicalBootstrap, SeedMetrics } from "./bootstrap.js";
 import type { Experiment } from "./experiments.js";
 import type { LoadedSummary } from "./load.js";
+import { type LeftOutSeed, type PairedEstimate, pairingProblem } from "./pairing.js";
 
 /**
  * The results report's view of the data: methods (runs of one experiment sharing a game and a
@@ -212,7 +213,10 @@ export function methodEstimate(
   return bs.estimate(seedMetrics(m, cell.opponent, cell.seat, source), stat);
 }
 
-/** The paired difference A − B in a cell over the seeds both have. */
+/**
+ * The paired difference A − B in a cell over the seeds both have, less those where either run is
+ * incomplete (pairing.ts): they are listed in `leftOut`.
+ */
 export function pairedDifference(
   bs: HierarchicalBootstrap,
   a: MethodRuns,
@@ -220,12 +224,22 @@ export function pairedDifference(
   cell: { opponent: string; seat: string },
   stat: string,
   source: EvalSource = "final",
-): BootstrapEstimate {
-  return bs.difference(
-    seedMetrics(a, cell.opponent, cell.seat, source),
-    seedMetrics(b, cell.opponent, cell.seat, source),
-    stat,
-  );
+): PairedEstimate {
+  const left = seedMetrics(a, cell.opponent, cell.seat, source);
+  const right = seedMetrics(b, cell.opponent, cell.seat, source);
+  const both = (seed: number) => left.some((s) => s.seed === seed) && right.some((s) => s.seed === seed);
+  const leftOut = unpairableSeeds(a, b).filter((l) => both(l.seed));
+  const kept = (list: SeedMetrics[]) => list.filter((s) => !leftOut.some((l) => l.seed === s.seed));
+  return { ...bs.difference(kept(left), kept(right), stat), leftOut };
+}
+
+/** The seeds of A and B whose runs cannot be paired, with why. */
+function unpairableSeeds(a: MethodRuns, b: MethodRuns): LeftOutSeed[] {
+  return a.runs.flatMap(({ summary }) => {
+    const partner = b.runs.find((r) => r.summary.seed === summary.seed);
+    const why = partner ? pairingProblem(summary, partner.summary) : null;
+    return why ? [{ seed: summary.seed, why }] : [];
+  });
 }
 
 /** The RL baseline (of `RL_BASELINES` present) with the highest mean of `stat` in the cell. */

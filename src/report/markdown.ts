@@ -1,6 +1,6 @@
 import type { CellResult } from "../evaluate/evaluate.js";
 import type { Estimate, TrialMetrics } from "../evaluate/metrics.js";
-import type { EvalSnapshot, RunSummary } from "../train/summary.js";
+import { type EvalSnapshot, type RunSummary, trainingOf } from "../train/summary.js";
 import { cellLabel, cellKey as keyOf } from "./compare.js";
 import {
   DASH,
@@ -200,7 +200,7 @@ function runsTable(runs: readonly LoadedSummary[], linkOf: (p: string) => string
       updates ? String(c?.rollout?.groupSize ?? DASH) : DASH,
       updates ? formatSmall(c?.optim?.lr) : DASH,
       model.cell(s),
-      `${s.iterationsDone}/${c?.train?.iterations ?? "?"}`,
+      `${s.iterationsDone}/${c?.train?.iterations ?? "?"}${s.finalEval && !trainingOf(s).complete ? " (incomplete)" : ""}`,
       wallText(s),
       s.meta?.kernels ?? DASH,
       shortCommit(s),

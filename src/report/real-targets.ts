@@ -13,6 +13,7 @@ import {
 } from "./compare.js";
 import { formatPercent, formatScore } from "./markdown.js";
 import { isTorchRun } from "./model.js";
+import { hasLeftOut } from "./pairing.js";
 import { clearlyAbove, formatInterval, type TargetLine, type Verdict } from "./verdicts.js";
 
 /**
@@ -164,7 +165,7 @@ function rlLines(
   const lamer = findMethod(grid.methods, LAMER);
   const lamerD = lamer ? pairedDifference(bs, mage, lamer, spec.cell, "gain") : null;
   const lamerNote =
-    lamerD && Number.isFinite(lamerD.mean)
+    lamerD && (Number.isFinite(lamerD.mean) || hasLeftOut(lamerD))
       ? `; MAGE − LaMer-style (reported, no target): ${score(lamerD)}`
       : "";
   const out: TargetLine[] = [];
@@ -194,7 +195,10 @@ function baseLine(
   const d = pairedDifference(bs, mage, base, spec.cell, "final");
   const zero = findMethod(grid.methods, ZERO_SHOT);
   const zeroD = zero ? pairedDifference(bs, mage, zero, spec.cell, "final") : null;
-  const beside = zeroD && Number.isFinite(zeroD.mean) ? `; beside it, MAGE − zero-shot ${score(zeroD)}` : "";
+  const beside =
+    zeroD && (Number.isFinite(zeroD.mean) || hasLeftOut(zeroD))
+      ? `; beside it, MAGE − zero-shot ${score(zeroD)}`
+      : "";
   return row(
     spec,
     target,

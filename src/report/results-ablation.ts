@@ -16,11 +16,13 @@ import {
   seedMetrics,
 } from "./compare.js";
 import { DASH, scoreName, table } from "./markdown.js";
+import { leftOutText } from "./pairing.js";
 import {
   type Ctx,
   est,
   gameTitle,
   type Kind,
+  leftOutNote,
   noteSeedOnly,
   seedOnlyNote,
   trialPairingNote,
@@ -205,7 +207,8 @@ export function ablationTable(
       rows,
     ) +
       seedOnlyNote(seedsOnly) +
-      trialPairingNote(pairing),
+      trialPairingNote(pairing) +
+      leftOutNote(pairing),
     "",
   );
 }
@@ -229,7 +232,8 @@ export function widePoolVerdict(
         : "not clearly: the interval includes 0 for";
   ctx.out.push(
     `Does the wider pool raise attempt-1 chips against the unseen cfr (agent second)? ${verdict} chips@1 ` +
-      `(mage-wide-pool − mage = ${est(d, "score")}, ${d.seeds.length} paired seeds).`,
+      `(mage-wide-pool − mage = ${est(d, "score")}, ${d.seeds.length} paired seeds` +
+      `${d.leftOut.length > 0 ? `; ${leftOutText(d.leftOut)}` : ""}).`,
     "",
   );
 }

@@ -10,6 +10,7 @@ import {
 } from "./compare.js";
 import type { Experiment } from "./experiments.js";
 import { DASH, formatPercent, formatScore, type Plots } from "./markdown.js";
+import { hasLeftOut, leftOutText } from "./pairing.js";
 
 /** What every section of the results document shares: its options, number formats and context. */
 
@@ -103,6 +104,21 @@ export function seedOnlyNote(names: readonly string[]): string {
   return names.length === 0
     ? ""
     : `\n\n_Intervals of ${names.join(", ")} resample seeds only: ${names.length === 1 ? "its" : "their"} summaries carry no outcome histograms, so trials within seeds are not resampled._`;
+}
+
+/** The note under a table of differences naming the seeds each difference left out (pairing.ts). */
+export function leftOutNote(
+  diffs: readonly { label: string; estimates: readonly BootstrapEstimate[] }[],
+): string {
+  const lines = diffs.flatMap((d) => {
+    const e = d.estimates.find(hasLeftOut);
+    return e ? [`- ${d.label}: ${leftOutText(e.leftOut)}`] : [];
+  });
+  if (lines.length === 0) return "";
+  return (
+    "\n\n_Seeds left out of a difference: a run that `train.maxMinutes` stopped before its planned " +
+    `iterations is incomplete, and is not paired with its seed's other runs._\n\n${lines.join("\n")}`
+  );
 }
 
 /**

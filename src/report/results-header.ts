@@ -4,6 +4,7 @@ import { COIN_GAME, COIN_LABEL } from "./coin-targets.js";
 import { compareMethodNames, type ExperimentGame } from "./compare.js";
 import type { Experiment } from "./experiments.js";
 import { DASH, formatDuration, formatScore, shortCommit, table } from "./markdown.js";
+import { MIN_PAIRED_SEEDS } from "./pairing.js";
 import { isRealModelGame, realGrid, realGrids } from "./real-targets.js";
 import { gameTitle, mean, type ResultsOptions, renamedFrom, wallOf } from "./results-common.js";
 import type { TargetSource } from "./results-summary.js";
@@ -180,13 +181,18 @@ export function targetsSection(
   out.push("## Targets", "");
   const count = (v: string) => lines.filter((l) => l.verdict === v).length;
   const sources = targetSources(all).map((s) => s.phrase);
+  const unjudged = count("not judged");
   out.push(
-    `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run — each computed from the summaries` +
+    `${count("met")} met, ${count("missed")} missed, ${count("not run")} not run` +
+      `${unjudged > 0 ? `, ${unjudged} not judged` : ""} — each computed from the summaries` +
       `${sources.length > 0 ? ` of the main comparison: ${sources.join(", ")}` : ""}. ` +
-      "Point targets compare the mean with the threshold; comparisons need the paired interval above 0.",
+      "Point targets compare the mean with the threshold; comparisons need the paired interval above 0. " +
+      "A comparison pairs only runs that trained their planned iterations: a seed where either run was " +
+      `stopped early by \`train.maxMinutes\` is left out, and a comparison that keeps fewer than ${MIN_PAIRED_SEEDS} ` +
+      "paired seeds after that is not judged.",
     "",
   );
-  const mark = (v: string) => (v === "met" ? "**met**" : v === "missed" ? "**missed**" : "not run");
+  const mark = (v: string) => (v === "met" ? "**met**" : v === "missed" ? "**missed**" : v);
   out.push(
     table(
       ["game", "target", "measured", "verdict"],

@@ -1,5 +1,5 @@
 import { formatMissedTargets } from "../train/pretrain/target-text.js";
-import type { RunSummary } from "../train/summary.js";
+import { type RunSummary, trainingOf } from "../train/summary.js";
 import { compareMethodNames } from "./compare.js";
 import type { DiversityFile, Experiment } from "./experiments.js";
 import { DASH, formatDuration, formatPercent, shortCommit, table } from "./markdown.js";
@@ -80,9 +80,10 @@ export function runRows(ctx: Ctx, e: Experiment, model: ModelColumn | null): str
         String(s.seed),
         gameTitle(s.game),
         ...(model ? [model.cell(s)] : []),
-        // A run with a summary is done; "skipped" in experiment.json only says that the grid's
-        // last invocation found it done and did not rerun it.
-        st?.status === "failed" ? "failed" : "done",
+        // A run with a summary is done, or incomplete when the box stopped it early (judged from
+        // the summary, so older records say so too); "skipped" in experiment.json only says that
+        // the grid's last invocation found it finished and did not rerun it.
+        st?.status === "failed" ? "failed" : trainingOf(s).complete ? "done" : "incomplete",
         `${s.iterationsDone}/${s.config?.train?.iterations ?? "?"}`,
         formatDuration(wallOf(s)),
         s.pretrainSeconds > 0 ? formatDuration(s.pretrainSeconds) : DASH,
@@ -123,13 +124,14 @@ export function runsTable(ctx: Ctx, e: Experiment): void {
 export function baseNotes(ctx: Ctx, e: Experiment): void {
   const unequal = seedsOfUnequalTraining(e);
   if (unequal.length > 0) {
-    const boxed = e.runs.some((r) => (r.summary.config?.train?.maxMinutes ?? 0) > 0);
+    const incomplete = e.runs.some((r) => !trainingOf(r.summary).complete);
     ctx.out.push(
-      "Seeds whose trained runs stopped after different numbers of iterations, so that their paired " +
-        "comparisons set runs of different lengths side by side" +
-        (boxed
-          ? " (`train.maxMinutes` stops a run by wall-clock time, which depends on the machine's load):"
-          : ":"),
+      "Seeds whose trained runs stopped after different numbers of iterations. " +
+        (incomplete
+          ? "A run short of its planned iterations is incomplete (`train.maxMinutes` stops a run by " +
+            "wall-clock time, which depends on the machine's load): paired comparisons leave out the " +
+            "seeds where either side is incomplete, and name them:"
+          : "Each trained as many as its method planned, so they are paired as they are:"),
       "",
       ...unequal,
       "",

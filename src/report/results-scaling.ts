@@ -19,6 +19,7 @@ import {
   fmt,
   gameTitle,
   type Kind,
+  leftOutNote,
   methodAttempts,
   noteSeedOnly,
   seedOnlyNote,
@@ -131,7 +132,8 @@ export function scalingDifferences(ctx: Ctx, present: MethodRuns[], cell: CellRe
     `MAGE against the single-episode RL baselines (paired), gain of attempts ${p.Kt + 1}–${p.Ks}:`,
     "",
     table(["difference", `Δ success gain ${p.Kt + 1}–${p.Ks}`, `Δ ${p.sn} gain ${p.Kt + 1}–${p.Ks}`], diffs) +
-      trialPairingNote(pairing),
+      trialPairingNote(pairing) +
+      leftOutNote(pairing),
     "",
   );
 }

@@ -33,16 +33,18 @@ export function summarySection(
     const mine = lines.filter((l) => l.game === key);
     if (mine.length === 0) return [];
     const count = (v: string) => mine.filter((l) => l.verdict === v).length;
-    const notRun = count("not run");
+    const aside = (["not run", "not judged"] as const)
+      .filter((v) => count(v) > 0)
+      .map((v) => `${count(v)} ${v}`);
     const head = mine[0];
     return [
       [
         `[\`${grid}\`](#${anchor(`Experiment ${grid}`)})`,
         gameTitle(key),
-        `${count("met")} of ${mine.length}${notRun > 0 ? ` (${notRun} not run)` : ""}`,
+        `${count("met")} of ${mine.length}${aside.length > 0 ? ` (${aside.join(", ")})` : ""}`,
         head.target,
         head.measured,
-        head.verdict === "not run" ? "not run" : `**${head.verdict}**`,
+        head.verdict === "met" || head.verdict === "missed" ? `**${head.verdict}**` : head.verdict,
       ],
     ];
   });

@@ -27,6 +27,7 @@ import {
   est,
   gameTitle,
   type Kind,
+  leftOutNote,
   mean,
   methodAttempts,
   noteSeedOnly,
@@ -76,16 +77,22 @@ export function harderSection(ctx: Ctx, eg: ExperimentGame): void {
   const ks = Array.from({ length: K }, (_, i) => i + 1);
   ctx.out.push(harderSetting(eg), "");
   const lamer = findMethod(eg.methods, LAMER);
+  const pairing: { label: string; estimates: BootstrapEstimate[] }[] = [];
+  const versusLamer = (m: MethodRuns) => {
+    if (!lamer || m === lamer) return DASH;
+    const d = pairedDifference(ctx.bs, lamer, m, cell, `success@${K}`, "harder");
+    pairing.push({ label: `${LAMER} − ${m.name}`, estimates: [d] });
+    return est(d, "rate", true);
+  };
   const rows = harder.map((m) => [
     m.name,
     String(seedMetrics(m, "none", "none", "harder").length),
     ...ks.map((k) => est(methodEstimate(ctx.bs, m, cell, `success@${k}`, "harder"), "rate")),
-    lamer && m !== lamer
-      ? est(pairedDifference(ctx.bs, lamer, m, cell, `success@${K}`, "harder"), "rate", true)
-      : DASH,
+    versusLamer(m),
   ]);
   ctx.out.push(
-    table(["method", "seeds", ...ks.map((k) => `pass@${k}`), `LaMer − method, pass@${K}`], rows),
+    table(["method", "seeds", ...ks.map((k) => `pass@${k}`), `LaMer − method, pass@${K}`], rows) +
+      leftOutNote(pairing),
     "",
   );
 }
@@ -339,7 +346,8 @@ export function differenceTable(
   return (
     table(["difference", "paired seeds", ...stats.map((s) => s.label)], rows) +
     seedOnlyNote(seedsOnly) +
-    trialPairingNote(pairing)
+    trialPairingNote(pairing) +
+    leftOutNote(pairing)
   );
 }
 

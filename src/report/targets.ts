@@ -1,5 +1,5 @@
 import { kuhnCalibration } from "../evaluate/kuhn-calibration.js";
-import type { HierarchicalBootstrap } from "./bootstrap.js";
+import type { BootstrapEstimate, HierarchicalBootstrap } from "./bootstrap.js";
 import { coinTargets } from "./coin-targets.js";
 import {
   bestBaseline,
@@ -18,8 +18,17 @@ import {
 } from "./compare.js";
 import type { DiversityFile } from "./experiments.js";
 import { formatPercent, formatScore } from "./markdown.js";
+import { hasLeftOut } from "./pairing.js";
 import { isRealModelGame, realTargets } from "./real-targets.js";
-import { atLeast, clearlyAbove, EPS, formatInterval, type TargetLine, type Verdict } from "./verdicts.js";
+import {
+  atLeast,
+  clearlyAbove,
+  EPS,
+  formatInterval,
+  notJudged,
+  type TargetLine,
+  type Verdict,
+} from "./verdicts.js";
 
 export { clearlyAbove, formatInterval, type TargetLine, type Verdict };
 
@@ -95,6 +104,11 @@ export function mainExperiment(games: readonly ExperimentGame[], game: string): 
   return best;
 }
 
+/** A paired difference that has seeds, or lost them to incomplete runs (then: not judged). */
+function judgeable(d: BootstrapEstimate): boolean {
+  return Number.isFinite(d.mean) || hasLeftOut(d);
+}
+
 function notRun(game: string, target: string, why: string): TargetLine {
   return { game, target, measured: why, verdict: "not run" };
 }
@@ -155,7 +169,7 @@ function scalingTargets(bs: HierarchicalBootstrap, main: ExperimentGame | null, 
           `${target}: vs ${name}, ${where}`,
           `success@${K} − success@${Kt}: MAGE ${formatInterval(mageGain, "rate")}, ${name} ${formatInterval(rlGain, "rate")}; ` +
             `difference ${formatInterval(d, "rate")}. Beside it, ${game === "kuhn" ? "chips" : "score"}@${K} − @${Kt}: MAGE − ${name} ${formatInterval(ds, "score")}`,
-          flat
+          flat && v.verdict !== "not judged"
             ? {
                 verdict: v.verdict,
                 note: "no trial changes its success after attempt 3 for either method (success cannot grow here)",
@@ -417,7 +431,7 @@ function puzzleTargets(
   const out: TargetLine[] = [];
   const d1 = pairedDifference(bs, lamer, gigpo, cell, "success@3");
   out.push(
-    Number.isFinite(d1.mean)
+    judgeable(d1)
       ? line(
           game,
           t1,
@@ -430,7 +444,7 @@ function puzzleTargets(
   const g2l = methodEstimate(bs, lamer, cell, "success@3-success@1");
   const g2g = methodEstimate(bs, gigpo, cell, "success@3-success@1");
   out.push(
-    Number.isFinite(d2.mean)
+    judgeable(d2)
       ? line(
           game,
           t2,
@@ -440,7 +454,9 @@ function puzzleTargets(
       : notRun(game, t2, "no paired seeds with a final evaluation"),
   );
   const d3 = pairedDifference(bs, lamer, gigpo, cell, "success@3", "harder");
-  if (!Number.isFinite(d3.mean))
+  const unjudged = notJudged(d3);
+  if (unjudged) out.push(line(game, t3, `LaMer − GiGPO ${formatInterval(d3, "rate")}`, unjudged));
+  else if (!Number.isFinite(d3.mean))
     out.push(notRun(game, t3, "no harder-set evaluation (harderEval) on paired seeds"));
   else {
     const above = d3.mean > EPS;

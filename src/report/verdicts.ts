@@ -1,12 +1,14 @@
 import type { BootstrapEstimate } from "./bootstrap.js";
 import { formatPercent, formatScore } from "./markdown.js";
+import { hasLeftOut, leftOutText, MIN_PAIRED_SEEDS, tooFewPaired } from "./pairing.js";
 
 /** Target verdicts and how a measured value reads in them (shared by targets.ts and real-targets.ts). */
 
 /** Slack for float comparisons with a threshold. */
 export const EPS = 1e-9;
 
-export type Verdict = "met" | "missed" | "not run";
+/** "not judged": a paired comparison left with too few seeds once incomplete runs are left out. */
+export type Verdict = "met" | "missed" | "not run" | "not judged";
 
 export interface TargetLine {
   game: string;
@@ -19,11 +21,24 @@ export interface TargetLine {
   note?: string;
 }
 
+/** "0.120 [0.050, 0.190] (3 seeds)"; a paired difference that left seeds out names them. */
 export function formatInterval(e: BootstrapEstimate, kind: "score" | "rate"): string {
-  if (!Number.isFinite(e.mean)) return "–";
+  const leftOut = hasLeftOut(e) ? leftOutText(e.leftOut) : null;
+  if (!Number.isFinite(e.mean)) return leftOut ? `no seed left to pair (${leftOut})` : "–";
   const f = kind === "score" ? formatScore : (x: number) => formatPercent(x);
-  const seeds = `${e.seeds.length} seed${e.seeds.length === 1 ? "" : "s"}${e.trials ? "" : ", seeds only"}`;
+  const n = `${e.seeds.length}${leftOut ? " paired" : ""} seed${e.seeds.length === 1 ? "" : "s"}`;
+  const seeds = `${n}${e.trials ? "" : ", seeds only"}${leftOut ? `; ${leftOut}` : ""}`;
   return `${f(e.mean)} [${f(e.lo)}, ${f(e.hi)}] (${seeds})`;
+}
+
+/** The verdict of a paired difference left with too few seeds to judge, or null when it can be judged. */
+export function notJudged(e: BootstrapEstimate): { verdict: Verdict; note: string } | null {
+  if (!tooFewPaired(e)) return null;
+  const n = e.seeds.length;
+  return {
+    verdict: "not judged",
+    note: `${n === 0 ? "no" : `only ${n}`} paired seed${n === 1 ? "" : "s"} left once incomplete runs are left out; a paired verdict needs ${MIN_PAIRED_SEEDS}`,
+  };
 }
 
 /** Point target: the mean reaches the threshold (the interval is reported alongside). */
@@ -41,6 +56,8 @@ export function atLeast(e: BootstrapEstimate, threshold: number): { verdict: Ver
 
 /** Comparison target: the paired interval lies above 0 (and, when given, the mean reaches `margin`). */
 export function clearlyAbove(e: BootstrapEstimate, margin?: number): { verdict: Verdict; note?: string } {
+  const unjudged = notJudged(e);
+  if (unjudged) return unjudged;
   if (!Number.isFinite(e.mean)) return { verdict: "not run" };
   const above = e.lo > EPS;
   const enough = margin === undefined || e.mean >= margin - EPS;

@@ -1014,6 +1014,81 @@ describe("issue 45's coin-collector targets", () => {
     assert.equal(coin(lines, /^test seeds: LaMer-style in-trial gain/).verdict, "not run");
   });
 
+  /** Stops `method`'s runs of these seeds at 1 of their 2 iterations, as `train.maxMinutes` would. */
+  const boxed = (e: Experiment, method: string, seeds: number[], recorded = true): Experiment => {
+    for (const r of e.runs) {
+      if (r.summary.name !== method || !seeds.includes(r.summary.seed)) continue;
+      r.summary.iterationsDone = 1;
+      // Summaries written before `complete` existed are judged by their iterations.
+      if (recorded) Object.assign(r.summary, { complete: false, stoppedBy: "maxMinutes" });
+    }
+    return e;
+  };
+  const late = { mage: 300, lamer: 250, gigpo: 0, zeroshot: 20 };
+
+  it("leaves a seed whose run is incomplete out of its pairs, and says so", () => {
+    const lines = targets([boxed(grid(late), "lamer", [1])]);
+    const d = coin(lines, /^test seeds: LaMer-style − GiGPO/);
+    assert.equal(d.verdict, "met", "two paired seeds are left to judge");
+    assert.match(
+      d.measured,
+      /\(2 paired seeds; seed 1 left out: lamer stopped at 1 of 2 iterations\)$/,
+      d.measured,
+    );
+    assert.match(
+      coin(lines, /^test seeds: MAGE − GiGPO/).measured,
+      /\(3 seeds\)$/,
+      "complete pairs keep every seed",
+    );
+    // Both sides short: one reason names both.
+    const both = targets([boxed(boxed(grid(late), "lamer", [1]), "gigpo", [1], false)]);
+    assert.match(
+      coin(both, /^test seeds: LaMer-style − GiGPO/).measured,
+      /seed 1 left out: lamer stopped at 1 of 2 iterations and gigpo at 1 of 2\)$/,
+    );
+    assert.match(
+      coin(both, /^test seeds: MAGE − GiGPO/).measured,
+      /seed 1 left out: gigpo stopped at 1 of 2 iterations/,
+    );
+  });
+
+  it("cannot judge a comparison left with fewer than two paired seeds", () => {
+    const e = boxed(grid(late), "lamer", [1, 2], false);
+    const lines = targets([e]);
+    const d = coin(lines, /^test seeds: LaMer-style − zero-shot/);
+    assert.equal(d.verdict, "not judged");
+    assert.match(
+      d.note ?? "",
+      /only 1 paired seed left once incomplete runs are left out; a paired verdict needs 2/,
+    );
+    assert.match(
+      d.measured,
+      /\(1 paired seed; seed 1 left out: .*; seed 2 left out: lamer stopped at 1 of 2 iterations\)$/,
+    );
+    assert.equal(
+      coin(lines, /^test seeds: LaMer-style in-trial gain/).verdict,
+      "met",
+      "a method's own gain is not paired",
+    );
+    const none = coin(targets([boxed(grid(late), "lamer", [0, 1, 2])]), /^harder set.*LaMer-style − GiGPO/);
+    assert.equal(none.verdict, "not judged");
+    assert.match(none.measured, /^no seed left to pair \(seed 0 left out: /);
+
+    const md = buildResults([e], { plotsLink: "." }).markdown;
+    const row = md.split("\n").find((l) => l.startsWith("| [`coin-real-main`]"));
+    assert.match(row ?? "", /\| 8 of 12 \(4 not judged\) \|/);
+    assert.match(md, /\| not judged \|/);
+    assert.match(
+      md,
+      /\n- mage − lamer: seed 1 left out: lamer stopped at 1 of 2 iterations; seed 2 left out: /,
+    );
+    const runs = md.split("\n").filter((l) => l.startsWith("| lamer | ") && l.includes("[json]"));
+    assert.deepEqual(
+      runs.map((l) => l.split(" | ")[4]),
+      ["done", "incomplete", "incomplete"],
+    );
+  });
+
   it("gives the grid its row in the summary, counted over the coin targets", () => {
     const md = buildResults([grid({ mage: 300, lamer: 250, gigpo: 0, zeroshot: 20 })], {
       plotsLink: ".",
