@@ -181,9 +181,10 @@ export const TORCH_PRETRAIN_DEFAULTS: Record<TorchPretrainGame, TorchPretrainSet
     evalTrials: 100,
     evalBatch: 50,
     actionWeight: 1,
-    // Reflections are a few answers among many actions: a corpus with half its trials lost at
-    // attempt 1 holds one reflection per ~10 play answers and ~9% of the scored tokens in them
-    // (the coin corpus measured in docs/environments.md); weight 4 gives them ~30% of the loss.
+    // Reflections are a few answers among many actions: with half the trials lost at attempt 1,
+    // ALFWorld's reflections are 18% of the scored SmolLM2 tokens and ScienceWorld's 10%, so
+    // weight 4 gives them 46% and 31% of the loss (the coin config sets 2: its short actions leave
+    // the remarks 27%; docs/environments.md).
     remarkWeight: SERVED_REMARK_WEIGHT,
     unlikelihood: 0,
     epsilon: SERVED_CORPUS_DEFAULTS.epsilon,
