@@ -4,7 +4,7 @@ import type { EvalSnapshot } from "../train/summary.js";
 import type { BootstrapEstimate, HierarchicalBootstrap, SeedMetrics } from "./bootstrap.js";
 import type { Experiment } from "./experiments.js";
 import type { LoadedSummary } from "./load.js";
-import { type LeftOutSeed, type PairedEstimate, pairingProblem } from "./pairing.js";
+import { incompleteRun, type LeftOutSeed, type PairedEstimate, pairingProblem } from "./pairing.js";
 
 /**
  * The results report's view of the data: methods (runs of one experiment sharing a game and a
@@ -13,9 +13,10 @@ import { type LeftOutSeed, type PairedEstimate, pairingProblem } from "./pairing
 
 /** The main comparison of the results issue, in report order. */
 export const MAIN_METHODS: readonly string[] = ["mage", "lamer", "grpo", "gigpo", "zeroshot", "reflexion"];
-/** MAGE's ablations (Kuhn), in report order. */
+/** MAGE's ablations (Kuhn; the coin collector's memory modes), in report order. */
 export const ABLATION_METHODS: readonly string[] = [
   "mage-history",
+  "mage-both",
   "mage-task-scope",
   "mage-gamma0",
   "mage-gamma0.9",
@@ -36,6 +37,7 @@ export const METHOD_DESCRIPTIONS: Record<string, string> = {
   zeroshot: "pretrained model, no training, no reflection",
   reflexion: "pretrained model, no training, Reflexion-style prompting",
   "mage-history": "MAGE with the history of past attempts instead of reflections",
+  "mage-both": "MAGE with both the history of past attempts and reflections",
   "mage-task-scope": "MAGE with task-scope instead of agent-scope normalisation",
   "mage-gamma0": "MAGE with γ_traj = 0",
   "mage-gamma0.9": "MAGE with γ_traj = 0.9",
@@ -122,12 +124,22 @@ export function experimentGames(e: Experiment): ExperimentGame[] {
   });
 }
 
-/** Which evaluation of a run: the final one, test-time scaling, or the puzzles' harder held-out set. */
-export type EvalSource = "final" | "scaling" | "harder";
+/**
+ * Which evaluation of a run: the final one, test-time scaling, the harder held-out set, or the
+ * final evaluation's cells and seeds replayed with no memory between attempts (`independentEval`:
+ * the same model retried independently).
+ */
+export type EvalSource = "final" | "scaling" | "harder" | "independent";
 
 export function snapshotOf(r: LoadedSummary, source: EvalSource): EvalSnapshot | null {
-  if (source === "harder") return r.summary.harderEval ?? null;
-  return (source === "final" ? r.summary.finalEval : r.summary.scalingEval) ?? null;
+  const s = r.summary;
+  const snap = {
+    final: s.finalEval,
+    scaling: s.scalingEval,
+    harder: s.harderEval,
+    independent: s.independentEval,
+  }[source];
+  return snap ?? null;
 }
 
 /** An opponent spec names `base` ("cfr" matches "cfr" and "cfr:1000", not "cfr-mixed"). */
@@ -231,6 +243,36 @@ export function pairedDifference(
   const leftOut = unpairableSeeds(a, b).filter((l) => both(l.seed));
   const kept = (list: SeedMetrics[]) => list.filter((s) => !leftOut.some((l) => l.seed === s.seed));
   return { ...bs.difference(kept(left), kept(right), stat), leftOut };
+}
+
+/**
+ * The paired difference of one method's own two evaluations, `a` − `b` (e.g. "final" −
+ * "independent": with memory − the same model retried independently), each seed's run paired with
+ * itself. A run that `train.maxMinutes` stopped early is left out and named in `leftOut`, as in
+ * `pairedDifference`: it is not the method as its grid trains it.
+ */
+export function withinRunDifference(
+  bs: HierarchicalBootstrap,
+  m: MethodRuns,
+  cell: { opponent: string; seat: string },
+  stat: string,
+  a: EvalSource,
+  b: EvalSource,
+): PairedEstimate {
+  const left = seedMetrics(m, cell.opponent, cell.seat, a);
+  const right = seedMetrics(m, cell.opponent, cell.seat, b);
+  const both = (seed: number) => left.some((s) => s.seed === seed) && right.some((s) => s.seed === seed);
+  const leftOut = m.runs.flatMap(({ summary }) => {
+    const why = incompleteRun(summary);
+    return why && both(summary.seed) ? [{ seed: summary.seed, why }] : [];
+  });
+  const kept = (list: SeedMetrics[]) => list.filter((s) => !leftOut.some((l) => l.seed === s.seed));
+  return { ...bs.difference(kept(left), kept(right), stat), leftOut };
+}
+
+/** A method's runs less those `train.maxMinutes` stopped early (what `withinRunDifference` keeps). */
+export function completeRuns(m: MethodRuns): MethodRuns {
+  return { ...m, runs: m.runs.filter((r) => incompleteRun(r.summary) === null) };
 }
 
 /** The seeds of A and B whose runs cannot be paired, with why. */

@@ -24,6 +24,12 @@ export interface PairedEstimate extends BootstrapEstimate {
  */
 export const MIN_PAIRED_SEEDS = 2;
 
+/** "mage stopped at 3 of 6 iterations" for a run `train.maxMinutes` stopped early, else null. */
+export function incompleteRun(s: RunSummary): string | null {
+  const t = trainingOf(s);
+  return t.complete ? null : `${s.name} stopped at ${t.done} of ${t.planned} iterations`;
+}
+
 /** Why two runs of one seed cannot be paired, or null when they can. */
 export function pairingProblem(a: RunSummary, b: RunSummary): string | null {
   const runs = [a, b].map((s) => ({ name: s.name, ...trainingOf(s) }));
