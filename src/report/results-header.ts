@@ -1,11 +1,12 @@
 import { kuhnCalibration } from "../evaluate/kuhn-calibration.js";
 import { keyFacts } from "../evaluate/kuhn-calibration-text.js";
-import { COIN_GAME, COIN_LABEL } from "./coin-targets.js";
+import { COIN_LABEL, coinGrid } from "./coin-targets.js";
+import { COIN_V2_LABEL } from "./coin-v2-targets.js";
 import { compareMethodNames, type ExperimentGame } from "./compare.js";
 import type { Experiment } from "./experiments.js";
 import { DASH, formatDuration, formatScore, shortCommit, table } from "./markdown.js";
 import { MIN_PAIRED_SEEDS } from "./pairing.js";
-import { isRealModelGame, realGrid, realGrids } from "./real-targets.js";
+import { isRealModelGame, realGrids } from "./real-targets.js";
 import { gameTitle, mean, type ResultsOptions, renamedFrom, wallOf } from "./results-common.js";
 import type { TargetSource } from "./results-summary.js";
 import { mainExperiment, type TargetLine } from "./targets.js";
@@ -161,13 +162,22 @@ export function targetSources(all: readonly ExperimentGame[]): (TargetSource & {
       phrase: `${gameTitle(spec.game)} on a real LLM from \`${name}\``,
     });
   }
-  const coin = realGrid(all, COIN_GAME);
+  const coin = coinGrid(all);
   if (coin) {
     const name = coin.experiment.name;
     sources.push({
       key: COIN_LABEL,
       grid: name,
       phrase: `the coin collector on a real LLM from \`${name}\``,
+    });
+  }
+  const v2 = coinGrid(all, true);
+  if (v2) {
+    const name = v2.experiment.name;
+    sources.push({
+      key: COIN_V2_LABEL,
+      grid: name,
+      phrase: `the coin collector with 8 rooms on a real LLM from \`${name}\``,
     });
   }
   return sources;

@@ -1,4 +1,5 @@
 import { HierarchicalBootstrap } from "./bootstrap.js";
+import { isCoinV2 } from "./coin-targets.js";
 import {
   ABLATION_METHODS,
   type CellRef,
@@ -15,6 +16,7 @@ import type { Experiment } from "./experiments.js";
 import { Plots, type Report, scoreFirst } from "./markdown.js";
 import { isRealModelGame } from "./real-targets.js";
 import { ablationSection } from "./results-ablation.js";
+import { coinV2Missing, coinV2Section } from "./results-coin-v2.js";
 import { type Ctx, gameTitle, plural, type ResultsOptions, renamedFrom } from "./results-common.js";
 import { referenceSection, reproduceSection, targetSources, targetsSection } from "./results-header.js";
 import { diversitySection, runsTable } from "./results-runs.js";
@@ -73,6 +75,7 @@ function gameSection(ctx: Ctx, e: Experiment, eg: ExperimentGame): void {
   const cells = cellsOf(eg.methods, "final");
   finalEvaluation(ctx, eg, cells);
   pairedDifferences(ctx, eg, cells);
+  if (isCoinV2(eg)) coinV2Section(ctx, eg);
   ablationSection(ctx, eg);
   scalingSection(ctx, eg);
   if (eg.game === "sokoban" || eg.game === "minesweeper") puzzleSection(ctx, eg);
@@ -196,6 +199,7 @@ export function buildResults(input: readonly Experiment[], o: ResultsOptions): R
   for (const g of ["kuhn", "tictactoe", "sokoban", "minesweeper"]) {
     if (!games.has(g)) out.push(`## ${gameTitle(g)}`, "", "Not run: no summaries of this game yet.", "");
   }
+  coinV2Missing(all, out);
   const notes = [
     ...[...ctx.seedOnly].map(
       ([k, cells]) =>

@@ -1,6 +1,7 @@
 import { kuhnCalibration } from "../evaluate/kuhn-calibration.js";
 import type { BootstrapEstimate, HierarchicalBootstrap } from "./bootstrap.js";
 import { coinTargets } from "./coin-targets.js";
+import { coinV2Targets } from "./coin-v2-targets.js";
 import {
   bestBaseline,
   type ExperimentGame,
@@ -479,7 +480,7 @@ export interface TargetInput {
   kuhnBestPossible?: (opponent: string, seat: string) => number | undefined;
 }
 
-/** Every target of the results issues: Kuhn, TicTacToe, the puzzles (issue 18), real models, the coin collector. */
+/** Every target of the results issues: Kuhn, TicTacToe, the puzzles (issue 18), real models, the coin collector (issues 45 and 56). */
 export function computeTargets(input: TargetInput): TargetLine[] {
   const best = input.kuhnBestPossible ?? kuhnBestPossible();
   // The stand-in's targets read the embedded grids only; real models have their own (real-targets.ts).
@@ -490,5 +491,6 @@ export function computeTargets(input: TargetInput): TargetLine[] {
     ...PUZZLE_GAMES.flatMap((g) => puzzleTargets(input.bootstrap, embedded, g)),
     ...realTargets(input.bootstrap, input.games.filter(isRealModelGame)),
     ...coinTargets(input.bootstrap, input.games),
+    ...coinV2Targets(input.bootstrap, input.games),
   ];
 }
