@@ -713,6 +713,8 @@ function periodicSection(ctx: GameContext): void {
 
 const DIAGNOSTICS: { key: string; label: string; percent?: boolean; nonZero?: boolean }[] = [
   { key: "valid_action", label: "valid actions", percent: true },
+  // Only runs whose reflections were judged log it (none of the committed grids): no chart otherwise.
+  { key: "informative_reflection", label: "informative reflections", percent: true },
   { key: "env_reward", label: "environment reward" },
   { key: "entropy", label: "policy entropy (nats/token)" },
   { key: "loss", label: "PPO loss" },

@@ -421,3 +421,17 @@ describe("mage report: categories", () => {
     );
   });
 });
+
+describe("training diagnostics", () => {
+  it("charts informative reflections only for runs that log them", () => {
+    const plain = makeSummary({ name: "mage" });
+    const charts = (s: typeof plain) =>
+      buildReport([{ path: "/x/s0/summary.json", summary: s }], { plotsLink: "plots" }).markdown;
+    assert.ok(!charts(plain).includes("informative reflections"));
+    const judged = {
+      ...plain,
+      history: plain.history.map((h, i) => ({ ...h, informative_reflection: 0.5 + 0.02 * i })),
+    };
+    assert.match(charts(judged), /informative reflections/);
+  });
+});
