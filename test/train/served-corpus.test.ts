@@ -283,7 +283,15 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     assert.equal(e.trials, 2);
     assert.equal(e.successAt?.length, 3);
     assert.deepEqual(Object.keys(e.byCategory ?? {}), ["boxes", "boxes/3"]);
-    assert.ok(e.targets.some((t) => /well-formed/.test(t.name)));
+    // The served checks' three targets, each met or missed, with the config's defaults.
+    assert.deepEqual(e.targets.map((t) => t.threshold).slice(0, 2), [0.95, 0.9]);
+    assert.match(e.targets[0].name, /play answers admissible/);
+    assert.match(e.targets[1].name, /remarks informative/);
+    assert.match(e.targets[2].name, /attempt 2 won after a lost attempt 1/);
+    // The corpus's teaching counts are stored, the remarks measured in the model's template too.
+    assert.equal(report.settings.remarkWeight, 4);
+    assert.equal(report.corpus.served?.explorerTrials, 2, "failedShare 0.5 of 4 trials");
+    assert.equal(report.corpus.served?.templateRemarkTokens !== undefined, true);
 
     // --corpus-only plays the very corpus the warm start trained on, without the model.
     const preview = JSON.parse(

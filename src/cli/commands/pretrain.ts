@@ -373,8 +373,16 @@ function servedPlayerLine(r: TorchPretrainReport): string[] {
   const n = r.corpus.trials;
   const pct = (k: number) => `${((100 * k) / n).toFixed(1)}%`;
   const eps = r.settings.firstEpsilon === undefined ? "" : `, ${r.settings.firstEpsilon} at attempt 1`;
+  const served = r.corpus.served;
+  const template = served?.templateRemarkTokens;
   return [
     `  player   the expert won ${pct(r.corpus.won)} of the corpus trials, ${pct(r.corpus.wonFirst ?? 0)} at attempt 1 (epsilon ${r.settings.epsilon}${eps})`,
+    ...(served ? [`  remarks  ${servedCorpusText(served)}`] : []),
+    ...(template
+      ? [
+          `           in the model's template: ${template.mean.toFixed(1)} tokens on average, ${template.max} at most, ${template.overCap} over the cap; loss weight ${r.settings.remarkWeight ?? 1}`,
+        ]
+      : []),
   ];
 }
 
