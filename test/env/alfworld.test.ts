@@ -213,9 +213,10 @@ describe("ALFWorld through game: remote", { skip }, () => {
       onExpert: (c) => calls.push(c),
     });
     assert.ok(corpus.stats.reflections > 0, "5 turns are too few for the expert's first attempt");
+    // A corpus trial is one chat per prefix chain (reflection_only: one per attempt).
+    const stated: string[] = [];
     for (const t of corpus.trials) {
       let looked = new Set<string>();
-      const stated: string[] = [];
       for (const m of t.messages) {
         if (m.role === "user" && /^Attempt \d+\.$/m.test(m.content)) looked = new Set();
         if (m.role !== "assistant") continue;
@@ -234,8 +235,8 @@ describe("ALFWorld through game: remote", { skip }, () => {
         assert.ok(
           c.memory.every((f) => corpus.trials.some((tr) => tr.messages.some((m) => m.content.includes(f)))),
         );
-      assert.ok(stated.length > 0);
     }
+    assert.ok(stated.length > 0);
     assert.ok(
       calls.some((c) => c.attempt > 0 && c.memory.length > 0),
       "later attempts got the stated facts",
