@@ -37,6 +37,12 @@ export const ExperimentSchema = z
     set: z.array(z.string()).default([]),
     /** Where run directories go (never committed). */
     runsDir: z.string().default("runs/experiments"),
+    /**
+     * A grid kept only as a record (the reason, e.g. its warm start's recipe changed since): its
+     * committed summaries stay readable by `mage report`, and `mage experiment` refuses to run it,
+     * since it would rebuild its bases another way. null: a live grid.
+     */
+    archived: z.string().min(1).nullable().default(null),
     /** Where shared pretrained base models go. */
     pretrainedDir: z.string().default("runs/pretrained"),
     /** Where each finished run's summary.json is copied (committed): `<resultsDir>/<name>/<method>-s<seed>.json`. */

@@ -63,6 +63,10 @@ export const command: Command = {
       return Number(s);
     });
     const read = readExperiment(file);
+    if (read.archived !== null)
+      throw new UsageError(
+        `experiment ${read.name} is archived (${read.archived}); its summaries in ${read.resultsDir}/${read.name}/ stay the record. Copy the grid under a new name to run it with today's recipe.`,
+      );
     // Logging changes no result, so it may be switched on for a grid already under way.
     const spec = { ...read, set: [...read.set, ...loggingOverrides(values)] };
     const plan = planExperiment(spec, file, {
