@@ -45,7 +45,7 @@ import {
 } from "../../tasks/tictactoe.js";
 import type { TaskOptions } from "../../tasks/types.js";
 import { prefixChains } from "../batch.js";
-import type { ServedCorpusStats } from "./served-corpus.js";
+import type { ServedCorpusStats } from "./served-corpus-stats.js";
 
 export const PRETRAIN_GAMES = ["kuhn", "tictactoe", "sokoban", "minesweeper"] as const;
 export type PretrainGame = (typeof PRETRAIN_GAMES)[number];
