@@ -1,20 +1,79 @@
-"""Restart cost of the ALFWorld adapter against TextWorld's own reset (docs/environments.md).
+"""Restart cost and memory of the ALFWorld adapter (docs/environments.md).
 
     python -m mage_envs.alfworld_bench [--games 3] [--restarts 10]
+    python -m mage_envs.alfworld_bench --sessions 40
 
 For games spread over valid_seen: a session plays one step, then restarts, `--restarts` times (wall
 and CPU time of each restart); then TextWorld's own reset of the same game, what the stock pipeline
 runs for every attempt.
+
+`--sessions N`: the memory a live session holds (the process's resident set over N sessions of
+games spread over valid_seen, each after 5 steps and a restart), then after every one is closed
+and N more are built (closed sessions' planner libraries are reused, so it should not grow); the
+figure behind `alfworld_server.SESSION_BYTES`.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 
-from .alfworld_server import AlfworldEnv, AlfworldSession
+from .alfworld_server import SESSION_BYTES, AlfworldEnv, AlfworldSession
 from .protocol import CreateArgs
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def memory(n: int) -> int:
+    env = AlfworldEnv()
+    kept = len(env.games("valid_seen", [1, 2, 3, 4, 5, 6]))
+    config = {"split": "valid_seen", "taskTypes": "all", "maxSteps": 30}
+
+    def build(rnd: int) -> list[AlfworldSession]:
+        out = []
+        for i in range(n):
+            seed = (i * kept // n + rnd) % kept
+            s = env.create(CreateArgs(config=config, seed=seed, opponent_seed=0, opponent=None, seat=None))
+            assert isinstance(s, AlfworldSession)
+            legal = s.state()["legalActions"]
+            for k in range(5):
+                if not s.done:
+                    s.step(f"<action>{legal[k % len(legal)]}</action>")
+            s.restart()
+            out.append(s)
+        return out
+
+    env.create(CreateArgs(config=config, seed=0, opponent_seed=0, opponent=None, seat=None)).close()  # imports, caches
+    gc.collect()
+    base = resident_bytes()
+    t0 = time.perf_counter()
+    live = build(0)
+    gc.collect()
+    held = resident_bytes() - base
+    seconds = (time.perf_counter() - t0) / n
+    print(f"{n} live sessions: {held / 1e6:.1f} MB resident, {held / n / 1e6:.2f} MB a session "
+          f"({seconds:.2f} s a create with 5 steps and a restart); SESSION_BYTES = {SESSION_BYTES / 1e6:.0f} MB")
+    for s in live:
+        s.close()
+    del live
+    gc.collect()
+    after_close = resident_bytes() - base
+    again = build(1)
+    gc.collect()
+    regrown = resident_bytes() - base
+    print(f"closed: {after_close / 1e6:.1f} MB still resident; {n} new sessions after them: {regrown / 1e6:.1f} MB "
+          f"({(regrown - held) / n / 1e6:+.2f} MB a session against the first {n}); planner libraries loaded "
+          f"{env.planners.loaded} for {2 * n + 1} sessions")
+    del again
+    return 0
 
 
 def quantiles(xs: list[float]) -> str:
@@ -26,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mage_envs.alfworld_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--games", type=int, default=3)
     ap.add_argument("--restarts", type=int, default=10)
+    ap.add_argument("--sessions", type=int, default=0, help="measure the memory of this many live sessions instead")
     a = ap.parse_args(argv)
+    if a.sessions > 0:
+        return memory(a.sessions)
     env = AlfworldEnv()
     kept = len(env.games("valid_seen", [1, 2, 3, 4, 5, 6]))
     wall: list[float] = []

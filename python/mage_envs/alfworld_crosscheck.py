@@ -14,9 +14,12 @@ must be equal. Prints one JSON line per game and a summary line; exits 1 on any 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import random
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +40,18 @@ class Transcript:
 
 
 def split_folder(env: AlfworldEnv, split: str) -> Path:
-    """Every trial of the split written as 2.1.2 game files; the folder holding them."""
-    paths = [data.materialise(e, env.domain, env.grammar, env.data_dir) for e in data.entries(split, env.data_dir)]
-    return paths[0].parents[2]
+    """Every trial of the split as a 2.1.2 game file, laid out as the split's folder for ALFWorld's
+    loader: a temporary folder of links `<task>/<trial>/{game.tw-pddl,traj_data.json}` to the
+    files the adapter plays (rebuilt ones live in the cache, one folder per content)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"alfworld-{split}-"))
+    atexit.register(shutil.rmtree, folder, True)
+    for e in data.entries(split, env.data_dir):
+        game = data.materialise(e, env.domain, env.grammar)
+        trial = folder / e.rel
+        trial.mkdir(parents=True, exist_ok=True)
+        for name in ("game.tw-pddl", "traj_data.json"):
+            (trial / name).symlink_to((game.parent / name).resolve())
+    return folder
 
 
 def alfworld_env(folder: Path, task_types: list[int], max_steps: int) -> AlfredTWEnv:

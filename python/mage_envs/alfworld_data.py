@@ -9,11 +9,14 @@ Standard library only, so the game lists can be read (and tested) without the en
   `task_type` and `pddl_params` of its `traj_data.json`.
 - A user's folder is the layout `alfworld-download` writes (`$ALFWORLD_DATA/json_2.1.1/<split>/
   <task>/<trial>/{game.tw-pddl,traj_data.json}`; the folder itself or its `json_2.1.1` may be given).
+  Below a split's folder a trial may sit at any depth, as ALFWorld's loader walks the whole tree.
 - The filters are ALFWorld's (`AlfredTWEnv.collect_game_files`): no movable or sliced receptacles
-  (by the path), the selected task types, a game file, and a `solvable` key that is true.
+  (by the path), the selected task types, a game file, and a `solvable` key that is true. `survey`
+  counts what each filter drops, for the server's start and its errors.
 - The `alfworld` wheel ships the 2.1.2 domain and grammar, and its hand-coded expert speaks 2.1.2. A
   2.1.1 game (the compact copy's, or an old download) is rebuilt from its PDDL problem with the
-  wheel's domain and grammar and its own goal text, written once to a cache folder.
+  wheel's domain and grammar and its own goal text, written once to a cache folder named by the
+  hash of what is written (so a changed game is rebuilt, and two folders never share a stale file).
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ COMPACT = Path(__file__).parent / "data" / "alfworld" / "games-json_2.1.1.jsonl.
 DATA_ENV = "MAGE_ALFWORLD_DATA"
 CACHE_ENV = "MAGE_ALFWORLD_CACHE"
 _GOAL = re.compile(r'"Your task is to: (.*?)\."')
+LAYOUT = ("alfworld-download's layout: FOLDER/json_2.1.1/<split>/<task>/<trial>/ holding traj_data.json and "
+          "game.tw-pddl (or FOLDER/<split>/...; trials at any depth below <split>), <split> one of " + ", ".join(SPLITS))
+
+
+class DataError(ValueError):
+    """A data folder or a game file that cannot be read as ALFWorld's; the message names the path."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +60,8 @@ class GameEntry:
     """One trial as the loader sees it (before the filters)."""
 
     split: str
-    rel: str  # "<task>/<trial>"
-    task_type: str
+    rel: str  # "<task>/<trial>" (any depth in a user's folder)
+    task_type: str  # "" for a movable or sliced trial of a user's folder (never read, as ALFWorld)
     solvable: bool | None  # None: the game file has no `solvable` key
     # Either the compact copy's row or the game file of a user's folder.
     row: dict[str, Any] | None = None
@@ -117,6 +126,28 @@ def split_folder(root: Path, split: str) -> Path:
     )
 
 
+def trial_folders(base: Path) -> list[Path]:
+    """Every folder at or below `base` that holds a `traj_data.json`, at any depth (ALFWorld's loader
+    walks the whole tree, symbolic links to folders not followed), in path order."""
+    return sorted(p.parent for p in base.rglob("traj_data.json") if p.is_file())
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, RecursionError) as e:
+        raise DataError(f"ALFWorld game data {path}: cannot be read as JSON ({type(e).__name__}: {e})") from e
+
+
+def _task_type(traj: Path) -> str:
+    parsed = read_json(traj)
+    value = parsed.get("task_type") if isinstance(parsed, dict) else None
+    if not isinstance(value, str):
+        raise DataError(f"ALFWorld game data {traj}: no \"task_type\" string (ALFWorld's traj_data.json has one)")
+    return value
+
+
 def entries(split: str, data_dir: Path | None) -> list[GameEntry]:
     """Every trial of a split with a game file, sorted by path (the filters are not applied)."""
     if split not in SPLITS:
@@ -134,23 +165,103 @@ def entries(split: str, data_dir: Path | None) -> list[GameEntry]:
         ]
     base = split_folder(data_dir, split)
     out: list[GameEntry] = []
-    for traj in sorted(base.glob("*/*/traj_data.json")):
-        game = traj.parent / "game.tw-pddl"
+    for folder in trial_folders(base):
+        game = folder / "game.tw-pddl"
         if not game.exists():
             continue
-        rel = traj.parent.relative_to(base).as_posix()
-        with open(traj) as f:
-            task_type = json.load(f)["task_type"]
-        solvable: bool | None = None
-        if "movable" not in rel and "Sliced" not in rel:  # ALFWorld never opens those
-            with open(game) as f:
-                solvable = json.load(f).get("solvable")
-        out.append(GameEntry(split, rel, task_type, solvable, game_file=game))
+        rel = folder.relative_to(base).as_posix()
+        if "movable" in rel or "Sliced" in rel:  # ALFWorld never opens those
+            out.append(GameEntry(split, rel, "", None, game_file=game))
+            continue
+        parsed = read_json(game)
+        solvable = parsed.get("solvable") if isinstance(parsed, dict) else None
+        out.append(GameEntry(split, rel, _task_type(folder / "traj_data.json"), solvable, game_file=game))
     return out
 
 
 def games(split: str, task_types: list[int], data_dir: Path | None) -> list[GameEntry]:
     return [e for e in entries(split, data_dir) if kept(e, task_types)]
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What ALFWorld's loader keeps of one split and what each of its filters drops, all task types."""
+
+    split: str
+    where: str  # the split's folder, or "the committed copy"
+    trials: int  # folders holding a traj_data.json
+    movable: int  # movable or sliced receptacles (by the path): never opened
+    no_game: int  # no game.tw-pddl beside the traj_data.json
+    no_solvable: int  # a game.tw-pddl without a "solvable" key
+    unsolvable: int  # "solvable": false
+    kept_by_type: tuple[int, ...]  # kept games of types 1-6
+
+    @property
+    def kept(self) -> int:
+        return sum(self.kept_by_type)
+
+    def line(self) -> str:
+        """`valid_seen (FOLDER): 140 games kept of 251 trials; dropped ...; by task type 1-6: 35/13/27/16/25/24`."""
+        return (f"{self.split} ({self.where}): {self.kept} games kept of {self.trials} trials; ALFWorld's filters dropped "
+                f"{self.movable} movable or sliced, {self.no_game} without game.tw-pddl, {self.no_solvable} without "
+                f"a \"solvable\" key, {self.unsolvable} marked unsolvable; by task type 1-6: "
+                + "/".join(map(str, self.kept_by_type)))
+
+    def why_none(self) -> str:
+        """Why the split keeps no game, and what to fix (empty when it keeps some)."""
+        if self.kept:
+            return ""
+        if self.trials == 0:
+            return (f"{self.split} ({self.where}) holds no traj_data.json at any depth; expected {LAYOUT}")
+        hint = ""
+        if self.no_solvable:
+            hint = (" ALFWorld plays only games whose game.tw-pddl says \"solvable\": true (alfworld-download's "
+                    "files carry it; games written by other tools need it set once checked solvable).")
+        return f"{self.line()}.{hint}"
+
+
+def survey(split: str, data_dir: Path | None) -> Survey:
+    """Counts the split's trials through ALFWorld's filters (FileNotFoundError: no such split)."""
+    movable = no_game = no_solvable = unsolvable = 0
+    by_type = [0] * len(TASK_TYPES)
+    type_no = {v: k for k, v in TASK_TYPES.items()}
+    if data_dir is None:
+        listed = entries(split, None)
+        where, trials = "the committed copy", len(listed)
+    else:
+        base = split_folder(data_dir, split)
+        listed = entries(split, data_dir)
+        where, trials = str(base), len(trial_folders(base))
+        no_game = trials - len(listed)
+    for e in listed:
+        if "movable" in e.rel or "Sliced" in e.rel:
+            movable += 1
+        elif e.solvable is None:
+            no_solvable += 1
+        elif e.solvable is not True:
+            unsolvable += 1
+        elif e.task_type in type_no:
+            by_type[type_no[e.task_type] - 1] += 1
+    return Survey(split, where, trials, movable, no_game, no_solvable, unsolvable, tuple(by_type))
+
+
+def check_folder(data_dir: Path) -> list[Survey]:
+    """A user's data folder as the server checks it at start: the surveys of the splits it holds.
+    DataError when it is not a folder, holds no split, or none of its splits keeps a game."""
+    if not data_dir.is_dir():
+        raise DataError(f"ALFWorld data folder {data_dir} is not a folder (--data or ${DATA_ENV}); expected {LAYOUT}")
+    found: list[Survey] = []
+    for split in SPLITS:
+        try:
+            found.append(survey(split, data_dir))
+        except FileNotFoundError:
+            continue
+    if not found:
+        raise DataError(f"ALFWorld data folder {data_dir} holds no split folder; expected {LAYOUT}")
+    if not any(s.kept for s in found):
+        raise DataError(f"ALFWorld data folder {data_dir}: no split keeps a game that ALFWorld would play: "
+                        + " ".join(s.why_none() for s in found))
+    return found
 
 
 # ------------------------------------------------------------------------------------------------
@@ -196,30 +307,34 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def materialise(entry: GameEntry, domain: str, grammar: str, data_dir: Path | None) -> Path:
+def materialise(entry: GameEntry, domain: str, grammar: str) -> Path:
     """The path of a 2.1.2 `game.tw-pddl` for the entry, with its `traj_data.json` beside it
-    (the expert reads it). A user's 2.1.2 file is used in place; anything else is rebuilt once
-    into the cache, under a key of the source and the wheel's domain and grammar."""
+    (the expert reads it). A user's 2.1.2 file is used in place; anything else is rebuilt into the
+    cache, in a folder named by the hash of the two files written: the same game is written once,
+    and a game whose source changed is written anew (never a stale copy under an old path).
+    DataError: a source that is not a game file; OSError: the cache cannot be written."""
     if entry.game_file is not None:
-        with open(entry.game_file) as f:
-            src = json.load(f)
-        if is_212(src["pddl_domain"]):
-            return entry.game_file
-        problem, goal, solvable = src["pddl_problem"], goal_of(src["grammar"]), src.get("solvable")
-        with open(entry.game_file.parent / "traj_data.json") as f:
-            traj = json.load(f)
-        origin = str(data_dir.resolve() if data_dir else "")
+        src = read_json(entry.game_file)
+        try:
+            if is_212(src["pddl_domain"]):
+                return entry.game_file
+            problem, goal, solvable = src["pddl_problem"], goal_of(src["grammar"]), src.get("solvable")
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"ALFWorld game file {entry.game_file}: not a TextWorld PDDL game "
+                            f"(pddl_domain, grammar with one task text, pddl_problem): {type(e).__name__}: {e}") from e
+        traj = read_json(entry.game_file.parent / "traj_data.json")
     else:
         assert entry.row is not None
         problem, goal, solvable = entry.row["problem"], entry.row["goal"], entry.row["solvable"]
         traj = {"task_type": entry.row["task_type"], "pddl_params": entry.row["pddl_params"]}
-        origin = "compact"
-    key = hashlib.sha256("\0".join([origin, domain, grammar]).encode()).hexdigest()[:16]
-    folder = cache_root() / key / entry.split / entry.rel
+    traj_text = json.dumps({"task_type": traj["task_type"], "pddl_params": traj.get("pddl_params")})
+    game_text = json.dumps(rebuild(problem, goal, solvable, domain, grammar))
+    key = hashlib.sha256(f"{game_text}\0{traj_text}".encode()).hexdigest()[:32]
+    folder = cache_root() / "games" / key
     game_path = folder / "game.tw-pddl"
-    if not game_path.exists():
-        _write_atomic(folder / "traj_data.json", json.dumps({"task_type": traj["task_type"], "pddl_params": traj["pddl_params"]}))
-        _write_atomic(game_path, json.dumps(rebuild(problem, goal, solvable, domain, grammar)))
+    if not game_path.exists():  # written last: a game file there has its traj_data.json beside it
+        _write_atomic(folder / "traj_data.json", traj_text)
+        _write_atomic(game_path, game_text)
     return game_path
 
 
@@ -233,8 +348,8 @@ def _walk_trials(root: Path) -> Iterator[tuple[str, Path]]:
             base = split_folder(root, split)
         except FileNotFoundError:
             continue
-        for traj in sorted(base.glob("*/*/traj_data.json")):
-            yield split, traj.parent
+        for folder in trial_folders(base):
+            yield split, folder
 
 
 def pack(root: Path, out: Path, splits: tuple[str, ...] = ("valid_seen", "valid_unseen", "valid_train")) -> int:
@@ -278,12 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     data = a.data or (Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else None)
     for split in SPLITS:
         try:
-            kept_games = games(split, sorted(TASK_TYPES), data)
+            s = survey(split, data)
         except (ValueError, FileNotFoundError) as e:
             print(f"{split}: {e}", file=sys.stderr)
             continue
-        per = [sum(g.task_type == TASK_TYPES[t] for g in kept_games) for t in sorted(TASK_TYPES)]
-        print(f"{split}: {len(kept_games)} ({'/'.join(map(str, per))})")
+        print(f"{split}: {s.kept} ({'/'.join(map(str, s.kept_by_type))})  [{s.line()}]")
     return 0
 
 

@@ -15,12 +15,17 @@ invalid action that spends the turn without reaching the game. Reward 10 when th
 `/restart` does not reload or re-translate the PDDL, nor re-derive the texts: the session keeps
 what TextWorld's reset built (the translated `PddlState`, fast-downward's SAS task, the initial game
 state with its observation and admissible commands) and puts a copy back; see `_restore`.
+
+At start the server checks the planner and the data folder (`AlfworldEnv.check_setup`) and stops
+with what to fix. A closed session's planner library goes back to a pool (`Planners`): TextWorld
+loads a private copy per environment and never unloads it.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import sys
 import threading
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -29,10 +34,12 @@ from typing import Any
 import textworld
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
+from textworld.envs.pddl import pddl as tw_pddl
 
 from . import alfworld_data as data
 from .alfworld_expert import AlfworldExpert
-from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, applied_step, fingerprint, invalid_step
+from .protocol import (U32_MAX, CreateArgs, EnvError, Environment, Json, ServiceLimits, Session, action_content,
+                       applied_step, fingerprint, invalid_step)
 from .server import argument_parser, serve_from_args
 
 # TextWorld is not thread-safe (its grammar and PDDL parsers share state: concurrent loads fail),
@@ -41,6 +48,80 @@ _ENGINE = threading.Lock()
 REWARD_WON = 10.0
 DEFAULT_MAX_TURNS = 10  # the reference's LLM turns per attempt
 DEFAULT_MAX_STEPS = 30  # the reference's env max_steps
+# Memory one live session holds, measured (`python -m mage_envs.alfworld_bench --sessions 40`:
+# docs/environments.md, *Sessions and memory*), rounded up; the default session cap lets live
+# sessions fill at most MEMORY_SHARE of the machine's memory.
+SESSION_BYTES = 12_000_000
+MEMORY_SHARE = 0.5
+PLANNER_FIX = ("reinstall the project's Python environment with `node scripts/python-env.mjs` (it compiles "
+               "fast-downward-textworld; docs/environments.md, Installing)")
+
+
+def machine_memory() -> int:
+    """The machine's physical memory, or its cgroup's limit when lower (a container's)."""
+    total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def default_max_sessions(memory: int | None = None) -> int:
+    """The default `--max-sessions`: as many live sessions as fill MEMORY_SHARE of the memory at
+    SESSION_BYTES each, at least 1 and at most the protocol servers' default."""
+    mem = machine_memory() if memory is None else memory
+    return max(1, min(ServiceLimits().max_sessions, int(MEMORY_SHARE * mem) // SESSION_BYTES))
+
+
+class Planners:
+    """fast-downward's library for the sessions' PDDL environments, reused. TextWorld's `PddlEnv`
+    loads a private copy of the library for each environment (`fast_downward.load_lib`: a copy of
+    libdownward.so, opened) and never unloads it, so every session ever created kept about 2.6 MB;
+    unloading it (`close_lib`) makes the next load crash. A closed session's library comes back
+    here and the next session loads its game into it, as TextWorld's own environment does when it
+    loads another game."""
+
+    def __init__(self) -> None:
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
+        self.loaded = 0
+
+    def take(self) -> Any:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        if tw_pddl.fast_downward_missing:
+            raise EnvError("server_setup", "ALFWorld needs TextWorld's PDDL planner fast-downward, and its Python "
+                           f"module does not import; {PLANNER_FIX}")
+        try:
+            lib = tw_pddl.fast_downward.load_lib()
+        except (OSError, RuntimeError) as e:
+            raise EnvError("server_setup", "ALFWorld needs TextWorld's PDDL planner fast-downward, and its library "
+                           f"does not load ({type(e).__name__}: {e}); {PLANNER_FIX}") from e
+        with self._lock:
+            self.loaded += 1
+        return lib
+
+    def give(self, lib: Any) -> None:
+        with self._lock:
+            self._free.append(lib)
+
+    @property
+    def idle(self) -> int:
+        return len(self._free)
+
+
+class _PddlEnvOn(tw_pddl.PddlEnv):  # type: ignore[misc]
+    """TextWorld's `PddlEnv` on a planner library it is given instead of a copy of its own
+    (`PddlEnv.__init__` does nothing else)."""
+
+    def __init__(self, infos: textworld.EnvInfos, lib: Any):
+        textworld.Environment.__init__(self, infos)
+        self.downward_lib = lib
 
 
 def _wheel_logic() -> tuple[str, str]:
@@ -56,9 +137,17 @@ def request_infos() -> textworld.EnvInfos:
     return textworld.EnvInfos(won=True, admissible_commands=True, facts=True, extras=["gamefile"])
 
 
-def start_game(game_file: Path) -> Any:
-    """ALFWorld's evaluation stack on one game: TextWorld's environment under ALFWorld's wrappers."""
-    return textworld.start(str(game_file), request_infos(), wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+def start_game(game_file: Path, lib: Any = None) -> Any:
+    """ALFWorld's evaluation stack on one game: TextWorld's environment under ALFWorld's wrappers;
+    given a planner library, `textworld.start`'s own steps for a PDDL game on it."""
+    wrappers: list[Any] = [AlfredDemangler(shuffle=False), AlfredInfos]
+    if lib is None:
+        return textworld.start(str(game_file), request_infos(), wrappers=wrappers)
+    env: Any = _PddlEnvOn(request_infos(), lib)
+    for wrapper in wrappers:
+        env = wrapper(env)
+    env.load(str(game_file))
+    return env
 
 
 def offered(commands: list[str]) -> list[str]:
@@ -103,14 +192,26 @@ def _restore(pddl_env: Any, pddl_attrs: dict[str, Any], game_state: Any) -> None
 
 
 class AlfworldSession(Session):
-    def __init__(self, env_def: AlfworldEnv, args: CreateArgs, entry: data.GameEntry, game_file: Path):
+    def __init__(self, env_def: AlfworldEnv, args: CreateArgs, entry: data.GameEntry, game_file: Path,
+                 instances: int | None = None):
         self.entry = entry
         self.split = str(args.config["split"])
         self.max_steps = int(args.config["maxSteps"])
+        self.instances = instances
+        self._planners = env_def.planners
         with _ENGINE:
-            self.env = start_game(game_file)
-            self._pddl_env = self._innermost(self.env)
-            self.gs = self.env.reset()
+            self._lib = self._planners.take()
+            try:
+                self.env = start_game(game_file, self._lib)
+                self._pddl_env = self._innermost(self.env)
+                self.gs = self.env.reset()
+            except MemoryError:
+                self._planners.give(self._lib)
+                raise
+            except Exception as e:  # a game TextWorld cannot load fails the same way every time
+                self._planners.give(self._lib)
+                raise EnvError("server_setup", f"ALFWorld game {entry.name} ({game_file}) does not load in TextWorld: "
+                               f"{type(e).__name__}: {e}") from e
         # What TextWorld's reset built: the translated PDDL state and the game state with its texts.
         self._initial_pddl = _copy_attrs(self._pddl_env._pddl_state.__dict__)
         self._initial_gs = self._pddl_env.state
@@ -121,6 +222,12 @@ class AlfworldSession(Session):
         self.fingerprint = fingerprint(entry.name, self.initial_obs, "\n".join(self.gs["admissible_commands"]),
                                        "\n".join(sorted(map(str, self.gs["facts"]))))
         self._expert = AlfworldExpert(game_file, self.initial_obs, entry.name)
+
+    def close(self) -> None:
+        """The planner library goes back to the pool for the next session."""
+        lib, self._lib = self._lib, None
+        if lib is not None:
+            self._planners.give(lib)
 
     @staticmethod
     def _innermost(env: Any) -> Any:
@@ -237,14 +344,32 @@ class AlfworldEnv(Environment):
         self.data_dir = data_dir
         self.domain, self.grammar = _wheel_logic()
         self._games: dict[tuple[str, tuple[int, ...]], list[data.GameEntry]] = {}
+        self._surveys: dict[str, data.Survey] = {}
         self._lock = threading.Lock()
+        self.planners = Planners()
+
+    def check_setup(self) -> list[str]:
+        """What the server checks at start, as lines to print: the planner loads (its library then
+        waits in the pool for the first session) and the data folder holds games ALFWorld would play
+        (`alfworld_data.check_folder`). EnvError or DataError with what to fix otherwise."""
+        self.planners.give(self.planners.take())
+        if self.data_dir is None:
+            return [f"games: the committed copy; {self.survey(split).line()}" for split in data.SPLITS[:3]]
+        return [f"games: {s.line()}" for s in data.check_folder(self.data_dir)]
+
+    def survey(self, split: str) -> data.Survey:
+        with self._lock:
+            if split not in self._surveys:
+                self._surveys[split] = data.survey(split, self.data_dir)
+            return self._surveys[split]
 
     def describe(self) -> Json:
         splits = ["valid_seen", "valid_unseen", "valid_train"] + (["train"] if self.data_dir else [])
         return {
             "name": self.name,
             "description": "ALFWorld's household text games (official game files, ALFWorld's TextWorld pipeline); "
-                           "the seed picks a game of the split: seed mod the number of games kept",
+                           "the seed picks a game of the split: seed mod the number of games kept (the create "
+                           "reply's instances), in path order",
             "twoPlayer": False,
             "seats": [],
             "opponents": [],
@@ -279,13 +404,27 @@ class AlfworldEnv(Environment):
         split = str(args.config["split"])
         try:
             kept = self.games(split, types)
+        except data.DataError as e:
+            raise EnvError("server_setup", str(e)) from e
         except (ValueError, FileNotFoundError) as e:
             raise EnvError("bad_config", str(e), field="config.split") from e
         if not kept:
-            raise EnvError("bad_config", f"no {split} game has task types {types}", field="config.taskTypes")
+            s = self.survey(split)
+            if not s.kept:
+                raise EnvError("server_setup", f"no {split} game to play: {s.why_none()}")
+            have = ", ".join(f"{t} {data.TASK_TYPES[t]} {n}" for t, n in zip(sorted(data.TASK_TYPES), s.kept_by_type) if n)
+            raise EnvError("bad_config", f"no {split} game has task types {types}; its {s.kept} games by task type: {have}",
+                           field="config.taskTypes")
         entry = kept[args.seed % len(kept)]
-        game_file = data.materialise(entry, self.domain, self.grammar, self.data_dir)
-        return AlfworldSession(self, args, entry, game_file)
+        try:
+            game_file = data.materialise(entry, self.domain, self.grammar)
+        except data.DataError as e:
+            raise EnvError("server_setup", str(e)) from e
+        except OSError as e:
+            raise EnvError("server_setup", f"cannot write ALFWorld game {entry.name}, rebuilt for the 2.1.2 logic, into "
+                           f"the cache {data.cache_root()} ({type(e).__name__}: {e}); set ${data.CACHE_ENV} to a "
+                           "writable folder") from e
+        return AlfworldSession(self, args, entry, game_file, instances=len(kept))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,11 +432,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=None,
                     help=f"a folder alfworld-download wrote (default: ${data.DATA_ENV}, else the committed copy)")
     # A create loads a game's PDDL (about a second) under one lock (TextWorld is not thread-safe),
-    # so a burst of creates queues: a longer budget than the server's 5 s default.
-    ap.set_defaults(time_budget_ms=60_000)
+    # so a burst of creates queues: a longer budget than the server's 5 s default. The session cap
+    # fits the machine's memory (default_max_sessions).
+    ap.set_defaults(time_budget_ms=60_000, max_sessions=default_max_sessions())
     a = ap.parse_args(argv)
     folder = a.data or (Path(os.environ[data.DATA_ENV]) if os.environ.get(data.DATA_ENV) else None)
-    return serve_from_args(a, [AlfworldEnv(folder)], "mage_envs.alfworld_server 0.1.0")
+    env = AlfworldEnv(folder)
+    try:
+        lines = env.check_setup()
+    except (EnvError, data.DataError) as e:
+        raise SystemExit(f"mage_envs.alfworld_server: cannot start: {e}") from None
+    for line in lines:
+        print(f"mage_envs.alfworld_server: {line}", file=sys.stderr, flush=True)
+    return serve_from_args(a, [env], "mage_envs.alfworld_server 0.1.0")
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ time budget of engine calls (run on worker threads), and the error objects.
 
 from __future__ import annotations
 
-import hashlib
 import asyncio
+import hashlib
 import json
 import re
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,10 @@ class EnvError(Exception):
         "bad_seat": 400,
         "bad_request": 400,
         "no_expert": 400,
+        # The server cannot build what was asked as it is set up (a planner that does not load, a
+        # data folder whose games ALFWorld's filters all drop, an unwritable cache): asking again
+        # gets the same answer, so not a 5xx that clients retry; the message says what to fix.
+        "server_setup": 422,
         "unknown_session": 404,
         "not_found": 404,
         "out_of_order": 409,
@@ -182,6 +187,11 @@ def fingerprint(*parts: str) -> str:
 class Session(ABC):
     """One task instance (one deal, one opponent, one seat), played over any number of attempts."""
 
+    #: The number of distinct instances the create's config offers, when they are finitely many and
+    #: seeds `min`..`min + instances - 1` of the environment's range play each once (ALFWorld: the
+    #: games kept, seed mod their number): the create reply's `instances`. None: not declared.
+    instances: int | None = None
+
     @abstractmethod
     def prompt(self) -> Json:
         """The prompt pieces: rules, playInstruction, compactRules, compactAsk, actionWord."""
@@ -201,6 +211,11 @@ class Session(ABC):
     @property
     @abstractmethod
     def done(self) -> bool: ...
+
+    def close(self) -> None:
+        """Frees what the session holds. The server calls it once, when it drops the session (`/close`,
+        idle expiry, a `/create` whose reply came too late) and no engine call on it still runs;
+        the session is never used again. Default: nothing (the garbage collector frees the rest)."""
 
     def expert(self, memory: list[str]) -> Json:
         """The environment's expert at the current state (`POST /expert`), read-only:
@@ -350,6 +365,10 @@ class _Live:
     # The /step or /restart being applied: its seq and the engine call (kept past a timeout).
     pending: tuple[int, Call[Json]] | None = None
     touched: float = 0.0
+    # Engine calls on the session in flight (/step, /restart, /expert): it is closed after the last.
+    calls: int = 0
+    dropped: bool = False
+    closed: bool = False
 
     @property
     def busy(self) -> bool:
@@ -358,12 +377,23 @@ class _Live:
 
 def _built(env: Environment, args: CreateArgs) -> tuple[Session, Json]:
     session = env.create(args)
-    return session, {"prompt": session.prompt(), **session.state()}
+    reply = {"prompt": session.prompt(), **session.state()}
+    if session.instances is not None:
+        reply["instances"] = session.instances
+    return session, reply
 
 
 def _restarted(session: Session) -> Json:
     session.restart()
     return session.state()
+
+
+def _close_quietly(session: Session) -> None:
+    """`Session.close`; an adapter's failure there is logged, not answered (the session is gone)."""
+    try:
+        session.close()
+    except Exception as e:  # noqa: BLE001 - an adapter bug must not break the request that dropped it
+        print(f"mage_envs: closing a session failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
 
 def check_memory(body: Json) -> list[str]:
@@ -395,7 +425,7 @@ class EnvService:
     def __init__(self, envs: list[Environment], name: str, limits: ServiceLimits = ServiceLimits()):
         self.envs = {e.name: e for e in envs}
         self.limits = limits
-        self.table: SessionTable[_Live] = SessionTable(limits.max_sessions, limits.ttl_seconds)
+        self.table: SessionTable[_Live] = SessionTable(limits.max_sessions, limits.ttl_seconds, on_drop=self._dropped)
         self.engine = EnginePool(limits.engine_threads, limits.time_budget_ms / 1000)
         self._counter = 0
         self._info = {
@@ -432,8 +462,14 @@ class EnvService:
         except BaseException:
             if call.done:
                 self.table.release()
-            else:  # still building: its place is freed, and the late session dropped, when it returns
-                call.result.add_done_callback(lambda _: self.table.release())
+            else:  # still building: its place is freed, and the late session closed, when it returns
+
+                def late(f: asyncio.Future[tuple[Session, Json]]) -> None:
+                    self.table.release()
+                    if not f.cancelled() and f.exception() is None:
+                        _close_quietly(f.result()[0])
+
+                call.result.add_done_callback(late)
             raise
         self._counter += 1
         sid = f"s-{self._counter}"
@@ -461,7 +497,7 @@ class EnvService:
             raise EnvError("no_expert", f"environment {live.env} has no expert (its /info entry does not declare one)")
         if live.pending is not None:
             await self._settled(live.pending[1])
-        reply = await self._engine(self.engine.submit(lambda: live.session.expert(memory)), "/expert")
+        reply = await self._engine(self._on_session(live, lambda: live.session.expert(memory)), "/expert")
         return expert_reply(reply)
 
     async def _settled(self, call: Call[Json]) -> None:
@@ -481,6 +517,31 @@ class EnvService:
 
     def sweep(self) -> int:
         return self.table.sweep()
+
+    def _on_session(self, live: _Live, fn: Callable[[], R]) -> Call[R]:
+        """An engine call on a live session, counted so that the session is closed only after it."""
+        call = self.engine.submit(fn)
+        live.calls += 1
+
+        def ended(_: asyncio.Future[R]) -> None:
+            live.calls -= 1
+            if live.dropped and live.calls == 0:
+                self._close(live)
+
+        call.result.add_done_callback(ended)
+        return call
+
+    def _dropped(self, live: _Live) -> None:
+        """The table dropped the session (closed or expired): it is closed now or after its last call."""
+        live.dropped = True
+        if live.calls == 0:
+            self._close(live)
+
+    @staticmethod
+    def _close(live: _Live) -> None:
+        if not live.closed:
+            live.closed = True
+            _close_quietly(live.session)
 
     def _live(self, body: Json) -> tuple[str, _Live]:
         sid = body.get("session")
@@ -509,7 +570,7 @@ class EnvService:
             raise EnvError("out_of_order", f"seq {seq} on session {sid}: the last applied was {live.last_seq}")
         if check_over and live.session.done:
             raise EnvError("game_over", f"session {sid}: the attempt is over; /restart it first")
-        call = self.engine.submit(apply)
+        call = self._on_session(live, apply)
         live.pending = (seq, call)
 
         def applied(f: asyncio.Future[Json]) -> None:

@@ -41,6 +41,9 @@ DRAIN_BYTES = 256 << 20
 SHUTDOWN_GRACE_SECONDS = 2.0
 # The kernel's queue of connections not yet accepted (the standard library's server had 5).
 LISTEN_BACKLOG = 2048
+# Arrays and objects nested deeper than this in a request body answer 400 (a protocol body nests
+# three or four levels; Python's parser would raise RecursionError near 1,000).
+MAX_BODY_DEPTH = 64
 ENDPOINTS = "GET /info, GET /health, POST /create, /step, /restart, /expert, /close"
 
 
@@ -130,13 +133,40 @@ class HttpFront:
                 chunks.append(chunk)
         if over:
             raise EnvError("bad_request", f"request body over {self.max_body} bytes", status=413)
+        raw = b"".join(chunks) or b"{}"
+        # The scan only for a body with that many brackets at all (bytes.count is the C loop).
+        if raw.count(b"[") + raw.count(b"{") > MAX_BODY_DEPTH and nesting_depth(raw) > MAX_BODY_DEPTH:
+            raise EnvError("bad_request", f"the body nests arrays and objects more than {MAX_BODY_DEPTH} deep")
         try:
-            parsed = json.loads(b"".join(chunks) or b"{}")
-        except ValueError as e:
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError) as e:
             raise EnvError("bad_request", f"the body is not JSON: {e}") from e
         if not isinstance(parsed, dict):
             raise EnvError("bad_request", "the body must be a JSON object")
         return parsed
+
+
+def nesting_depth(raw: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON text, counted without parsing it (brackets
+    inside strings skipped), so that a body nested 100,000 deep is refused before the parser recurses."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for b in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif b == 0x5C:  # backslash
+                escaped = True
+            elif b == 0x22:  # quote
+                in_string = False
+        elif b == 0x22:
+            in_string = True
+        elif b in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif b in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,14 +330,14 @@ def argument_parser(prog: str, description: str, default_port: int) -> argparse.
     ap.add_argument("--api-key-env", metavar="NAME",
                     help="every endpoint but GET /health needs 'Authorization: Bearer $NAME'")
     ap.add_argument("--session-ttl", "--ttl", dest="session_ttl", type=_positive(float), default=d.ttl_seconds,
-                    metavar="SECONDS", help=f"idle sessions expire after this many seconds (default {d.ttl_seconds:g})")
+                    metavar="SECONDS", help="idle sessions expire after this many seconds (default %(default)g)")
     ap.add_argument("--max-sessions", type=_positive(int), default=d.max_sessions, metavar="N",
-                    help=f"live sessions at most; past it /create answers 503 with Retry-After (default {d.max_sessions})")
+                    help="live sessions at most; past it /create answers 503 with Retry-After (default %(default)s)")
     ap.add_argument("--time-budget-ms", type=_positive(int), default=d.time_budget_ms, metavar="MS",
                     help="time one request may wait for its engine call, queued or running; past it 503 "
-                         f"engine_timeout (default {d.time_budget_ms})")
+                         "engine_timeout (default %(default)s)")
     ap.add_argument("--engine-threads", type=_positive(int), default=d.engine_threads, metavar="N",
-                    help=f"threads that run engine calls, at most this many at once (default {d.engine_threads})")
+                    help="threads that run engine calls, at most this many at once (default %(default)s)")
     return ap
 
 

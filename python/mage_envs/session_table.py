@@ -24,7 +24,8 @@ T = TypeVar("T", bound=Touched)
 
 
 class SessionTable(Generic[T]):
-    def __init__(self, max_sessions: int, ttl_seconds: float, now: Callable[[], float] = time.monotonic):
+    def __init__(self, max_sessions: int, ttl_seconds: float, now: Callable[[], float] = time.monotonic,
+                 on_drop: Callable[[T], None] | None = None):
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be a positive integer, got {max_sessions}")
         if not ttl_seconds > 0:
@@ -32,6 +33,8 @@ class SessionTable(Generic[T]):
         self.max_sessions = max_sessions
         self.ttl = ttl_seconds
         self._now = now
+        # Told of every session the table lets go (deleted, expired, cleared).
+        self._on_drop = on_drop or (lambda s: None)
         self._map: OrderedDict[str, T] = OrderedDict()
         # Places promised to creates still being built (they count against the cap).
         self._reserved = 0
@@ -46,6 +49,7 @@ class SessionTable(Generic[T]):
             return None
         if not s.busy and self._now() - s.touched > self.ttl:
             del self._map[sid]
+            self._on_drop(s)
             return None
         s.touched = self._now()
         self._map.move_to_end(sid)
@@ -69,7 +73,11 @@ class SessionTable(Generic[T]):
         self._map[sid] = s
 
     def delete(self, sid: str) -> bool:
-        return self._map.pop(sid, None) is not None
+        s = self._map.pop(sid, None)
+        if s is None:
+            return False
+        self._on_drop(s)
+        return True
 
     def sweep(self) -> int:
         """Drops the sessions idle longer than the TTL (not one whose engine call still runs)."""
@@ -86,6 +94,7 @@ class SessionTable(Generic[T]):
                 self._map.move_to_end(sid)
             else:
                 del self._map[sid]
+                self._on_drop(s)
         return len(expired)
 
     def retry_after_seconds(self) -> int:
@@ -95,5 +104,8 @@ class SessionTable(Generic[T]):
         return 1
 
     def clear(self) -> None:
+        dropped = list(self._map.values())
         self._map.clear()
         self._reserved = 0
+        for s in dropped:
+            self._on_drop(s)

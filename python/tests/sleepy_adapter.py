@@ -2,7 +2,8 @@
 sleeps `stepSleepMs` (and whose `/create` sleeps `createSleepMs`) before counting the step. Its
 expert (`POST /expert`, declared in /info) answers `count` (null once done) with the facts
 `step N counted.` for the steps so far and `remembered: M` for each memory item M it is given (so
-tests see memory reach it). It uses
+tests see memory reach it). `SleepyEnv.closed` lists the seeds of the sessions the server closed.
+It uses
 the shared server entry point as every adapter does:
 
     PYTHONPATH=python python python/tests/sleepy_adapter.py --port 0 --time-budget-ms 300
@@ -17,10 +18,14 @@ from mage_envs.server import argument_parser, serve_from_args
 
 
 class SleepySession(Session):
-    def __init__(self, args: CreateArgs):
+    def __init__(self, args: CreateArgs, closed: list[int] | None = None):
         self.sleep_s = args.config["stepSleepMs"] / 1000
         self.seed = args.seed
         self.steps = 0
+        self._closed = closed if closed is not None else []
+
+    def close(self) -> None:
+        self._closed.append(self.seed)
 
     def prompt(self) -> Json:
         return {"rules": "Count.", "playInstruction": "Answer <action>count</action>."}
@@ -56,6 +61,10 @@ class SleepySession(Session):
 class SleepyEnv(Environment):
     name = "sleepy"
 
+    def __init__(self) -> None:
+        # The seeds of the sessions the server closed (`Session.close`), in order.
+        self.closed: list[int] = []
+
     def describe(self) -> Json:
         return {
             "name": self.name,
@@ -76,7 +85,7 @@ class SleepyEnv(Environment):
 
     def create(self, args: CreateArgs) -> Session:
         time.sleep(args.config["createSleepMs"] / 1000)
-        return SleepySession(args)
+        return SleepySession(args, self.closed)
 
 
 def main(argv: list[str] | None = None) -> int:

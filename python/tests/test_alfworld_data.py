@@ -115,8 +115,8 @@ def test_211_games_are_rebuilt_as_212_and_212_games_used_in_place(
 ) -> None:
     monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "cache"))
     old, new = data.games("train", [1], user_folder)
-    assert data.materialise(new, DOMAIN_212, GRAMMAR_212, user_folder) == new.game_file
-    path = data.materialise(old, DOMAIN_212, GRAMMAR_212, user_folder)
+    assert data.materialise(new, DOMAIN_212, GRAMMAR_212) == new.game_file
+    path = data.materialise(old, DOMAIN_212, GRAMMAR_212)
     assert path != old.game_file and path.is_relative_to(tmp_path / "cache")
     game = json.loads(path.read_text())
     assert game["pddl_domain"] == DOMAIN_212 and data.is_212(game["pddl_domain"])
@@ -124,14 +124,14 @@ def test_211_games_are_rebuilt_as_212_and_212_games_used_in_place(
     assert game["pddl_problem"] == "(define (problem put-an-apple-in-fridge))" and game["solvable"] is True
     traj = json.loads((path.parent / "traj_data.json").read_text())
     assert traj == {"task_type": "pick_and_place_simple", "pddl_params": {"object_target": "Apple"}}
-    assert data.materialise(old, DOMAIN_212, GRAMMAR_212, user_folder) == path  # cached
+    assert data.materialise(old, DOMAIN_212, GRAMMAR_212) == path  # cached
 
 
 def test_compact_games_are_rebuilt_with_their_own_goal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
     entry = data.games("valid_seen", [2], None)[0]
     assert entry.row is not None
-    game = json.loads(data.materialise(entry, DOMAIN_212, GRAMMAR_212, None).read_text())
+    game = json.loads(data.materialise(entry, DOMAIN_212, GRAMMAR_212).read_text())
     assert data.goal_of(game["grammar"]) == entry.row["goal"]
     assert game["pddl_problem"] == entry.row["problem"]
 
@@ -143,3 +143,91 @@ def test_pack_writes_the_rows_the_loader_reads(user_folder: Path, tmp_path: Path
     assert {r["path"].split("/")[-1] for r in rows} == {"trial_a", "trial_b", "trial_c", "trial_d", "trial_e", "trial_f"}
     a = next(r for r in rows if r["path"].endswith("trial_a"))
     assert a["goal"] == "put an apple in fridge" and a["task_type"] == "pick_and_place_simple"
+
+
+def test_the_cache_is_keyed_by_content_not_by_path(user_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "cache"))
+    entry = data.games("train", [1], user_folder)[0]
+    assert entry.game_file is not None
+    first = data.materialise(entry, DOMAIN_212, GRAMMAR_212)
+    # The same game under another folder is the same cached file.
+    copy = tmp_path / "elsewhere"
+    _trial(copy, "train", "pick_and_place_simple-Apple-None-Fridge-1", "trial_a", "pick_and_place_simple",
+           json.loads(entry.game_file.read_text()))
+    assert data.materialise(data.games("train", [1], copy)[0], DOMAIN_212, GRAMMAR_212) == first
+    # The game changed in place (a new download over the old one): rebuilt, never the stale copy.
+    entry.game_file.write_text(json.dumps(_game(DOMAIN_211, "put a cold apple in fridge")))
+    second = data.materialise(entry, DOMAIN_212, GRAMMAR_212)
+    assert second != first
+    assert data.goal_of(json.loads(second.read_text())["grammar"]) == "put a cold apple in fridge"
+    assert data.goal_of(json.loads(first.read_text())["grammar"]) == "put an apple in fridge"
+    # Another wheel logic is another file too.
+    assert data.materialise(entry, DOMAIN_212 + " ", GRAMMAR_212) not in (first, second)
+
+
+def test_trials_at_any_depth_below_a_split_are_read_as_alfworlds_walk_reads_them(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    pick = "pick_and_place_simple"
+    # One level flatter than alfworld-download writes (no task folder), and two levels deeper.
+    for rel, goal in (("trial_flat", "put an apple in fridge"), ("a/b/task/trial_deep", "put an egg in fridge")):
+        folder = root / "json_2.1.1" / "valid_seen" / rel
+        folder.mkdir(parents=True)
+        (folder / "traj_data.json").write_text(json.dumps({"task_type": pick, "pddl_params": {}}))
+        (folder / "game.tw-pddl").write_text(json.dumps(_game(DOMAIN_212, goal)))
+    kept = data.games("valid_seen", [1], root)
+    assert [g.rel for g in kept] == ["a/b/task/trial_deep", "trial_flat"]
+    assert data.pack(root, tmp_path / "copy.jsonl.xz", splits=("valid_seen",)) == 2
+
+
+def test_the_survey_counts_what_each_of_alfworlds_filters_drops(user_folder: Path) -> None:
+    s = data.survey("train", user_folder)
+    assert (s.trials, s.movable, s.no_game, s.no_solvable, s.unsolvable) == (7, 1, 1, 1, 1)
+    assert s.kept_by_type == (2, 0, 0, 1, 0, 0) and s.kept == 3
+    assert s.line() == (
+        f"train ({user_folder / 'json_2.1.1' / 'train'}): 3 games kept of 7 trials; ALFWorld's filters dropped "
+        '1 movable or sliced, 1 without game.tw-pddl, 1 without a "solvable" key, 1 marked unsolvable; '
+        "by task type 1-6: 2/0/0/1/0/0"
+    )
+    assert s.why_none() == ""
+    compact = data.survey("valid_seen", None)
+    assert compact.kept_by_type == tuple(OFFICIAL["valid_seen"]) and compact.where == "the committed copy"
+    assert compact.trials == len(data.entries("valid_seen", None))
+
+
+def test_a_folder_whose_games_are_not_marked_solvable_is_refused_naming_the_folder_and_the_filter(tmp_path: Path) -> None:
+    root = tmp_path / "unmarked"
+    for i in range(3):
+        _trial(root, "valid_seen", f"pick_and_place_simple-Apple-None-Fridge-{i}", "trial_a", "pick_and_place_simple",
+               _game(DOMAIN_212, "put an apple in fridge", solvable=None))
+    with pytest.raises(data.DataError) as e:
+        data.check_folder(root)
+    text = str(e.value)
+    assert f"ALFWorld data folder {root}: no split keeps a game" in text
+    assert f"valid_seen ({root / 'json_2.1.1' / 'valid_seen'}): 0 games kept of 3 trials" in text
+    assert '3 without a "solvable" key' in text
+    assert 'ALFWorld plays only games whose game.tw-pddl says "solvable": true' in text
+
+
+def test_a_missing_folder_or_one_without_splits_names_the_layout_expected(tmp_path: Path) -> None:
+    with pytest.raises(data.DataError, match=f"ALFWorld data folder {tmp_path / 'nowhere'} is not a folder .*"
+                       "FOLDER/json_2.1.1/<split>/<task>/<trial>/ holding traj_data.json and game.tw-pddl"):
+        data.check_folder(tmp_path / "nowhere")
+    (tmp_path / "empty" / "json_2.1.1" / "games").mkdir(parents=True)
+    with pytest.raises(data.DataError, match="holds no split folder; expected alfworld-download's layout"):
+        data.check_folder(tmp_path / "empty")
+    # A split folder with nothing below it says so.
+    (tmp_path / "hollow" / "valid_seen" / "x").mkdir(parents=True)
+    with pytest.raises(data.DataError, match="valid_seen .* holds no traj_data.json at any depth"):
+        data.check_folder(tmp_path / "hollow")
+
+
+def test_a_game_file_that_is_not_json_names_the_file(user_folder: Path) -> None:
+    bad = user_folder / "json_2.1.1" / "train" / "pick_and_place_simple-Apple-None-Fridge-1" / "trial_a" / "game.tw-pddl"
+    bad.write_text("{not json")
+    with pytest.raises(data.DataError, match=f"ALFWorld game data {bad}: cannot be read as JSON"):
+        data.games("train", [1], user_folder)
+
+
+def test_a_folder_with_a_playable_split_passes_and_tells_each_split(user_folder: Path) -> None:
+    surveys = data.check_folder(user_folder)
+    assert [s.split for s in surveys] == ["train"] and surveys[0].kept == 3

@@ -1,7 +1,8 @@
 """The ALFWorld adapter: the same text as ALFWorld's own `AlfredTWEnv` under the expert's actions (one
 game of each task type here; the whole valid_seen split is run by `python -m
 mage_envs.alfworld_crosscheck`, docs/environments.md), a restart that is the identical state and takes
-well under 50 ms, invalid answers that never reach the game, and config errors that name the field."""
+well under 50 ms, invalid answers that never reach the game, config errors that name the field, and
+setup errors (planner, data folder) that say what to fix at start and answer 422, never a retried 500."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ except ImportError as e:  # pragma: no cover - the pinned environment has them
 from envhelp import Client, running
 
 from mage_envs import alfworld_data as data
+from mage_envs import alfworld_server
 from mage_envs.alfworld_crosscheck import check
 from mage_envs.alfworld_server import AlfworldEnv
 
@@ -153,3 +155,107 @@ def test_concurrent_sessions_are_served(client: Client) -> None:
         t.join()
     assert [status for status, _ in replies] == [200] * 4, replies
     assert len({str(r["fingerprint"]) for _, r in replies}) == 2
+
+
+def test_the_create_reply_says_how_many_games_the_config_offers(client: Client) -> None:
+    all_types = _create(client, 0)
+    first4 = _create(client, 0, taskTypes="1-4", split="valid_unseen")
+    assert all_types["instances"] == 140 and first4["instances"] == 24 + 18 + 31 + 23
+
+
+def test_a_closed_sessions_planner_library_serves_the_next_session() -> None:
+    env = AlfworldEnv()
+    with running([env], time_budget_ms=60_000) as c:
+        first = c.ok("/create", {"env": "alfworld", "seed": 2})
+        assert env.planners.loaded == 1
+        c.ok("/close", {"session": first["session"]})
+        assert env.planners.idle == 1
+        again = c.ok("/create", {"env": "alfworld", "seed": 2})
+        assert env.planners.loaded == 1 and env.planners.idle == 0, "a second copy of the library was loaded"
+        assert again["fingerprint"] == first["fingerprint"] and again["observation"] == first["observation"]
+        r = c.ok("/step", {"session": again["session"], "seq": 1, "action": f"<action>{again['legalActions'][0]}</action>"})
+        assert r["valid"]
+
+
+def _no_planner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import fast_downward.interface as fdi
+
+    monkeypatch.setattr(fdi, "DOWNWARD_LIB_PATH", str(tmp_path / "gone" / "libdownward.so"))
+
+
+def test_a_missing_planner_stops_the_start_and_answers_422_not_a_retried_500(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache: Path
+) -> None:
+    _no_planner(monkeypatch, tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        alfworld_server.main(["--port", "0"])
+    text = str(stopped.value)
+    assert text.startswith("mage_envs.alfworld_server: cannot start: ALFWorld needs TextWorld's PDDL planner fast-downward")
+    assert "libdownward.so" in text and "node scripts/python-env.mjs" in text
+    with running([AlfworldEnv()], time_budget_ms=60_000) as c:
+        status, err = c.call("/create", {"env": "alfworld", "seed": 0})
+    assert status == 422 and err["error"]["kind"] == "server_setup", err
+    assert "fast-downward" in err["error"]["message"] and "node scripts/python-env.mjs" in err["error"]["message"]
+
+
+def _unmarked_folder(root: Path) -> Path:
+    """A user's folder: valid_seen's games carry no `solvable` key; valid_train's do (pick and place only)."""
+    rows = data.compact_rows()
+    for split, solvable in (("valid_seen", None), ("valid_train", True)):
+        for r in [r for r in rows if r["path"].startswith(split + "/") and r["task_type"] == "pick_and_place_simple"][:2]:
+            folder = root / "json_2.1.1" / r["path"]
+            folder.mkdir(parents=True)
+            (folder / "traj_data.json").write_text(json.dumps({"task_type": r["task_type"], "pddl_params": r["pddl_params"]}))
+            domain, grammar = alfworld_server._wheel_logic()
+            game = data.rebuild(r["problem"], r["goal"], solvable, domain, grammar)
+            (folder / "game.tw-pddl").write_text(json.dumps(game))
+    return root
+
+
+def test_a_split_whose_games_are_not_marked_solvable_is_a_setup_error_not_the_configs(tmp_path: Path, cache: Path) -> None:
+    env = AlfworldEnv(_unmarked_folder(tmp_path / "data"))
+    lines = env.check_setup()  # valid_train keeps games: the server starts, and tells each split
+    assert any("valid_seen" in x and "0 games kept of 2 trials" in x and '2 without a "solvable" key' in x for x in lines)
+    assert any("valid_train" in x and "2 games kept of 2 trials" in x for x in lines)
+    with running([env], time_budget_ms=60_000) as c:
+        status, err = c.call("/create", {"env": "alfworld", "seed": 0, "config": {"split": "valid_seen"}})
+        assert status == 422 and err["error"]["kind"] == "server_setup", err
+        assert err["error"]["message"].startswith(f"no valid_seen game to play: valid_seen ({tmp_path / 'data' / 'json_2.1.1' / 'valid_seen'})")
+        assert 'says "solvable": true' in err["error"]["message"]
+        status, err = c.call("/create", {"env": "alfworld", "seed": 0, "config": {"split": "valid_train", "taskTypes": "3"}})
+        assert status == 400 and err["error"]["kind"] == "bad_config" and err["error"]["field"] == "config.taskTypes"
+        assert err["error"]["message"] == "no valid_train game has task types [3]; its 2 games by task type: 1 pick_and_place_simple 2"
+        played = c.ok("/create", {"env": "alfworld", "seed": 1, "config": {"split": "valid_train"}})
+        assert played["instances"] == 2 and played["category"] == "valid_train/pick_and_place_simple"
+
+
+def test_a_folder_with_nothing_to_play_stops_the_start_naming_it(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _unmarked_folder(root)
+    import shutil
+
+    shutil.rmtree(root / "json_2.1.1" / "valid_train")
+    with pytest.raises(SystemExit) as stopped:
+        alfworld_server.main(["--port", "0", "--data", str(root)])
+    text = str(stopped.value)
+    assert f"cannot start: ALFWorld data folder {root}: no split keeps a game that ALFWorld would play" in text
+    assert '2 without a "solvable" key' in text
+    with pytest.raises(SystemExit, match="holds no split folder; expected alfworld-download's layout"):
+        alfworld_server.main(["--port", "0", "--data", str(tmp_path)])
+
+
+def test_the_help_tells_the_real_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        alfworld_server.main(["--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default 60000)" in text and "(default 5000)" not in text
+    assert f"(default {alfworld_server.default_max_sessions()})" in text
+
+
+def test_the_default_session_cap_fits_half_the_memory() -> None:
+    gib = 1 << 30
+    per = alfworld_server.SESSION_BYTES
+    assert alfworld_server.default_max_sessions(24 * gib) == 12 * gib // per
+    assert alfworld_server.default_max_sessions(1 << 20) == 1
+    assert alfworld_server.default_max_sessions(1 << 50) == 20_000

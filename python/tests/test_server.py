@@ -23,7 +23,7 @@ from envhelp import Client, running
 from sleepy_adapter import SleepyEnv
 
 from mage_envs.protocol import EnvService, ServiceLimits
-from mage_envs.server import MAX_BODY_BYTES, running_in_thread
+from mage_envs.server import MAX_BODY_BYTES, argument_parser, running_in_thread
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 
@@ -175,6 +175,69 @@ def test_an_oversize_body_answers_413_declared_or_chunked() -> None:
         assert resp.status == 413
         conn.close()
         assert raw(r.url, "GET", "/info")[0] == 200
+
+
+def test_a_body_nested_100000_deep_answers_400_not_500() -> None:
+    service = EnvService([SleepyEnv()], "test")
+    with running_in_thread(service) as r:
+        n = 100_000
+        bodies = [
+            b"[" * n + b"]" * n,
+            b'{"env": "sleepy", "seed": 1, "config": ' + b'{"a": ' * n + b"1" + b"}" * n + b"}",
+            b'{"env": "sleepy", "seed": 1, "x": ' + b"[" * n,  # unclosed as well
+        ]
+        for body in bodies:
+            status, _, reply = raw(r.url, "POST", "/create", body, {"Content-Type": "application/json"})
+            assert status == 400 and reply["error"]["kind"] == "bad_request", reply
+            assert "nests arrays and objects more than 64 deep" in reply["error"]["message"]
+        # Brackets inside strings are not nesting; a deep body under the limit is still judged as usual.
+        shallow = json.dumps({"env": "sleepy", "seed": 1, "x": "[" * n}).encode()
+        assert raw(r.url, "POST", "/create", shallow)[0] == 200
+        status, _, reply = raw(r.url, "POST", "/create", b'{"env": "sleepy", "seed": 1, "config": ' + b"[" * 60 + b"]" * 60 + b"}")
+        assert status == 400 and reply["error"]["kind"] == "bad_request" and "config must be an object" in reply["error"]["message"]
+
+
+def test_a_dropped_session_is_closed_once_and_only_after_its_engine_call() -> None:
+    env = SleepyEnv()
+    service = EnvService([env], "test", ServiceLimits(ttl_seconds=1, time_budget_ms=5000))
+    with running_in_thread(service) as r:
+        c = Client(r.url)
+        sid = c.ok("/create", {"env": "sleepy", "seed": 1})["session"]
+        c.ok("/close", {"session": sid})
+        assert env.closed == [1]
+        # Closed while a step runs: the close waits for the step.
+        slow = c.ok("/create", {"env": "sleepy", "seed": 2, "config": {"stepSleepMs": 800}})["session"]
+        stepped: dict[str, Any] = {}
+        t = threading.Thread(target=lambda: stepped.update(r=c.call("/step", {"session": slow, "seq": 1, "action": "x"})))
+        t.start()
+        time.sleep(0.3)
+        c.ok("/close", {"session": slow})
+        assert env.closed == [1], "closed while its step still ran"
+        t.join()
+        assert stepped["r"][0] == 200
+        time.sleep(0.05)
+        assert env.closed == [1, 2]
+        # Expired: closed when the table drops it.
+        idle = c.ok("/create", {"env": "sleepy", "seed": 3})["session"]
+        time.sleep(1.2)
+        status, reply = c.call("/step", {"session": idle, "seq": 1, "action": "x"})
+        assert status == 404 and reply["error"]["kind"] == "unknown_session"
+        assert env.closed == [1, 2, 3]
+        # A create whose reply came too late: the session it built is closed when it returns.
+        fast = EnvService([env], "test", ServiceLimits(time_budget_ms=200))
+    with running_in_thread(fast) as r2:
+        status, _ = Client(r2.url).call("/create", {"env": "sleepy", "seed": 4, "config": {"createSleepMs": 500}})
+        assert status == 503
+        time.sleep(0.6)
+        assert env.closed == [1, 2, 3, 4]
+
+
+def test_the_help_tells_the_defaults_an_adapter_sets() -> None:
+    ap = argument_parser("x", "x", default_port=0)
+    ap.set_defaults(time_budget_ms=60_000, max_sessions=777)
+    text = ap.format_help()
+    assert "(default 60000)" in " ".join(text.split()) and "(default 777)" in " ".join(text.split())
+    assert "(default 5000)" not in " ".join(text.split())
 
 
 def test_sigterm_lets_a_short_request_finish_and_cuts_a_stalled_one_at_the_grace() -> None:

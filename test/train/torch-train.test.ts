@@ -152,12 +152,12 @@ describe("mage train with model.backend: torch", { skip: NO_WORKER }, () => {
       onBackend: (b) => {
         const learner = b.learner as TorchLearner;
         const update = learner.update.bind(learner);
-        let calls = 0;
+        let killed = false;
         learner.update = (...args) => {
-          calls += 1;
           const p = update(...args);
-          // The third update call (iteration 1 or 2): kill -9 the Python process with the request in flight.
-          if (calls === 3) {
+          // The first update call after an iteration was recorded: kill -9 the Python process with the request in flight.
+          if (!killed && metricsOf(outDir).length >= 1) {
+            killed = true;
             killedAt = metricsOf(outDir).length;
             setImmediate(() => process.kill(learner.worker.pid!, "SIGKILL"));
           }
