@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from envhelp import Client, running
 from sleepy_adapter import SleepyEnv
 
@@ -238,6 +239,17 @@ def test_the_help_tells_the_defaults_an_adapter_sets() -> None:
     text = ap.format_help()
     assert "(default 60000)" in " ".join(text.split()) and "(default 777)" in " ".join(text.split())
     assert "(default 5000)" not in " ".join(text.split())
+
+
+@pytest.mark.parametrize("adapter", ["alfworld_server", "scienceworld_server"])
+def test_the_adapters_that_wait_longer_say_so_in_their_help(adapter: str) -> None:
+    out = subprocess.run([sys.executable, "-m", f"mage_envs.{adapter}", "--help"], cwd=PYTHON_DIR,
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if out.returncode != 0 and "ModuleNotFoundError" in out.stderr:
+        pytest.skip(f"{adapter}'s engine is not installed")
+    text = " ".join(out.stdout.split())
+    assert out.returncode == 0 and "engine_timeout (default 60000)" in text, out.stdout + out.stderr
 
 
 def test_sigterm_lets_a_short_request_finish_and_cuts_a_stalled_one_at_the_grace() -> None:

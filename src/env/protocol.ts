@@ -24,6 +24,7 @@ export type ErrorKind =
   | "opponent_timeout"
   | "engine_timeout"
   | "shutting_down"
+  | "server_setup"
   | "internal";
 
 /** Error kinds caused by what the user asked for: mage reports them as a UsageError (exit 2). */
@@ -35,6 +36,8 @@ export const USAGE_ERROR_KINDS: readonly ErrorKind[] = [
   "bad_seat",
   "unauthorized",
   "no_expert",
+  // 422: the server cannot build what was asked as it is set up (its message says what to fix there).
+  "server_setup",
 ];
 
 export interface ErrorBody {
@@ -126,6 +129,11 @@ export interface StateReply {
 export interface CreateReply extends StateReply {
   session: string;
   prompt: TaskPromptText;
+  /**
+   * How many distinct instances the create's config offers, when finitely many: seeds `min` ..
+   * `min + instances - 1` of the environment's range play each once (ALFWorld: the games kept).
+   */
+  instances?: number;
 }
 
 export interface StepReply {
@@ -348,9 +356,13 @@ export function parseCreateReply(body: unknown): CreateReply {
   const p = reader("POST /create prompt", r.obj("prompt"));
   const rules = p.str("rules");
   const playInstruction = p.str("playInstruction");
+  const instances = r.optNum("instances");
+  if (instances !== undefined && !(Number.isInteger(instances) && instances >= 1))
+    throw new ProtocolError(`POST /create: field "instances" must be a positive integer (got ${instances})`);
   return {
     session: r.str("session"),
     ...readState(r),
+    ...(instances !== undefined ? { instances } : {}),
     prompt: {
       rules,
       playInstruction,

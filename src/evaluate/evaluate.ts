@@ -42,8 +42,13 @@ export interface EvalOptions {
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
   /** Task seeds' range (default HELD_OUT_SEED_RANGE; the harder set uses HARDER_SEED_RANGE). */
   seedRange?: readonly [number, number];
-  /** Called with every finished trial as it ends (e.g. to append it to a JSONL file). */
-  onTrial?: (trial: TrialRecord, cell: EvalCell) => void;
+  /**
+   * A served task's instances to play, each once (`TaskDefinition.instanceSeeds`): trial i of every
+   * cell plays instance `instanceSeeds[i]` (its task seed), and `trials` is their number.
+   */
+  instanceSeeds?: readonly number[];
+  /** Called with every finished trial as it ends (e.g. to append it to a JSONL file), with its index in its cell. */
+  onTrial?: (trial: TrialRecord, cell: EvalCell, index: number) => void;
   /** Checked between generation batches; true stops the evaluation (see isRolloutStop). */
   shouldStop?: () => boolean;
   /**
@@ -92,21 +97,25 @@ export function toOutcome(t: TrialRecord): TrialOutcome {
 export async function evaluate(
   policy: Policy,
   o: EvalOptions,
-): Promise<{ cells: CellResult[]; trials: TrialRecord[] }> {
+): Promise<{ cells: CellResult[]; trials: TrialRecord[]; trialsPerCell: number }> {
   const root = Rng.seeded(o.seed).derive("eval");
   const range = o.seedRange ?? HELD_OUT_SEED_RANGE;
+  const instances = o.instanceSeeds;
+  if (instances !== undefined && instances.length === 0)
+    throw new Error("evaluate: instanceSeeds is empty (no instance to play)");
+  const trials = instances?.length ?? o.trials;
   const specs: TrialSpec[] = [];
   const cellOf = new Map<number, EvalCell>();
   o.cells.forEach((cell, c) => {
-    for (let i = 0; i < o.trials; i++) {
-      const trialId = c * o.trials + i;
+    for (let i = 0; i < trials; i++) {
+      const trialId = c * trials + i;
       // The same task seeds in every cell, so cells differ only by opponent and seat.
-      const taskSeed = evalTaskSeed(root, i, range);
+      const taskSeed = instances ? instances[i] : evalTaskSeed(root, i, range);
       specs.push({ trialId, groupId: trialId, taskSeed, opponent: cell.opponent, seat: cell.seat });
       cellOf.set(trialId, cell);
     }
   });
-  const tally = o.onProgress ? new ProgressTally(o.cells, o.trials, policy) : null;
+  const tally = o.onProgress ? new ProgressTally(o.cells, trials, policy) : null;
   const reportProgress = () => {
     if (tally) o.onProgress?.(tally.snapshot());
   };
@@ -136,21 +145,22 @@ export async function evaluate(
         ...(s.seat !== null ? { seat: s.seat } : {}),
         replayOpponent: o.replayOpponent ?? false,
         ...(o.taskOptions ?? {}),
+        ...(instances ? { instance: s.taskSeed } : {}),
       }),
     sampler,
     root,
     runner,
     {
       onTrialEnd: (t) => {
-        o.onTrial?.(t, cellOf.get(t.trialId)!);
-        tally?.trialEnded(Math.floor(t.trialId / o.trials), t);
+        o.onTrial?.(t, cellOf.get(t.trialId)!, t.trialId % trials);
+        tally?.trialEnded(Math.floor(t.trialId / trials), t);
         reportProgress();
       },
       ...(o.shouldStop ? { shouldStop: o.shouldStop } : {}),
     },
   );
   const cells = o.cells.map((cell, c) => {
-    const mine = records.slice(c * o.trials, (c + 1) * o.trials).map(toOutcome);
+    const mine = records.slice(c * trials, (c + 1) * trials).map(toOutcome);
     const byCategory = categoryMetrics(mine, o.attempts, o.seed);
     return {
       opponent: cell.opponent ?? "none",
@@ -160,7 +170,7 @@ export async function evaluate(
       ...(Object.keys(byCategory).length > 0 ? { byCategory } : {}),
     };
   });
-  return { cells, trials: records };
+  return { cells, trials: records, trialsPerCell: trials };
 }
 
 /** One line per cell: success@k, non-loss@k, score@k, gain, with intervals. */

@@ -26,6 +26,11 @@ export interface TaskDefinition {
    * listing the valid specs. Served tasks ask their server; built-in tasks use `checkOpponentSpec`.
    */
   checkOpponent?(spec: string, seat?: Seat): Promise<void>;
+  /**
+   * Served tasks: the wire seeds of every instance the task offers, each once, in order (an
+   * evaluation that plays each game of a split once: `eval.env.instances: every`).
+   */
+  instanceSeeds?(): Promise<number[]>;
 }
 
 export const TASKS: Record<string, () => Promise<TaskDefinition>> = {

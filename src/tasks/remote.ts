@@ -123,6 +123,8 @@ export class RemoteTask implements TextTask {
    * Default: observed terms.
    */
   readonly remarkInformative?: (text: string, attempt: AttemptSeen) => boolean;
+  /** The wire seed to play (`TaskOptions.instance`); undefined: drawn from the task stream. */
+  private readonly instance: number | undefined;
 
   constructor(
     private readonly client: EnvClient,
@@ -134,6 +136,14 @@ export class RemoteTask implements TextTask {
     this.name = env.name;
     this.opponent = env.twoPlayer ? (options.opponent ?? env.defaultOpponent) : null;
     this.seat = env.twoPlayer ? (options.seat ?? "first") : null;
+    this.instance = options.instance;
+    if (
+      this.instance !== undefined &&
+      !(Number.isInteger(this.instance) && this.instance >= seeds.min && this.instance <= seeds.max)
+    )
+      throw new UsageError(
+        `${env.name}: instance ${this.instance} is not a seed of [${seeds.min}, ${seeds.max}]`,
+      );
     if (
       options.replayOpponent !== undefined &&
       "replayOpponent" in env.config &&
@@ -163,7 +173,7 @@ export class RemoteTask implements TextTask {
     const reply = await this.client.create({
       env: this.env.name,
       config: this.config,
-      seed: wireSeed(rng, this.seeds),
+      seed: this.instance ?? wireSeed(rng, this.seeds),
       opponentSeed: wireSeed(opponentRng ?? rng.derive("opponent"), U32),
       ...(this.opponent !== null ? { opponent: this.opponent } : {}),
       ...(this.seat !== null ? { seat: this.seat } : {}),
@@ -319,6 +329,29 @@ export class RemoteTask implements TextTask {
 export interface RemoteTaskDefinition extends TaskDefinition {
   readonly client: EnvClient;
   readonly env: EnvDescription;
+  instanceSeeds(): Promise<number[]>;
+}
+
+/** The most instances an every-instance evaluation plays when the server declares no count. */
+export const MAX_EVERY_INSTANCES = 100_000;
+
+/**
+ * The seeds of every instance, each once, in order: `min` .. `min + n - 1` of the seed range,
+ * where n is the create reply's `instances` (the server's count for this config, e.g. ALFWorld's
+ * games kept) capped by the range, or the whole range when the server declares none.
+ */
+export function everyInstanceSeeds(
+  name: string,
+  seeds: { min: number; max: number },
+  declared: number | undefined,
+): number[] {
+  const span = seeds.max - seeds.min + 1;
+  const n = declared === undefined ? span : Math.min(declared, span);
+  if (n > MAX_EVERY_INSTANCES)
+    throw new UsageError(
+      `every instance of ${name}: the server declares no instance count (its create reply has no "instances") and the seeds [${seeds.min}, ${seeds.max}] are ${span} instances; set the instances to play with env.seeds or eval.env.seeds (--env-seeds MIN-MAX in mage eval), at most ${MAX_EVERY_INSTANCES}`,
+    );
+  return Array.from({ length: n }, (_, i) => seeds.min + i);
 }
 
 /**
@@ -378,6 +411,12 @@ export async function openRemoteTask(
     create: (o: TaskOptions) => new RemoteTask(client, env, config, seeds, o),
     client,
     env,
+    async instanceSeeds(): Promise<number[]> {
+      // One session tells the count for this config (the server's default opponent and seat).
+      const probe = await client.create({ env: env.name, config, seed: seeds.min });
+      await client.close(probe.session);
+      return everyInstanceSeeds(env.name, seeds, probe.instances);
+    },
     async checkOpponent(spec: string, seat?: Seat): Promise<void> {
       const key = `${spec}\u0000${seat ?? ""}`;
       if (checked.has(key)) return;

@@ -190,6 +190,11 @@ export interface TaskOptions {
   /** Sokoban: primitive moves per attempt (default 30). */
   maxSteps?: number;
   /**
+   * A served environment: the wire seed of the instance to play, instead of one drawn from the
+   * task stream (the evaluation's every-instance mode: trial i plays instance i).
+   */
+  instance?: number;
+  /**
    * Two-player games: builds the opponent in place of the registry's `createOpponent` (`mage
    * env-serve` plays heavy opponents in worker threads this way). It must play as the registry's
    * opponent of the same spec would.

@@ -114,11 +114,23 @@ const EvalCell = z
   })
   .strict();
 
+/** How an evaluation picks the served instances it plays. */
+export const INSTANCE_MODES = ["drawn", "every"] as const;
+export type InstanceMode = (typeof INSTANCE_MODES)[number];
+
 /** `game: remote`: a served environment's config laid over another's, and its seeds (null: the same). */
 const EvalEnv = z
   .object({
     config: z.record(z.string(), z.unknown()).default({}),
     seeds: z.object({ min: z.number().int(), max: z.number().int() }).strict().nullable().default(null),
+    /**
+     * `drawn` (the default): each trial draws its instance from the seeds, with replacement, as
+     * training does. `every`: the final evaluation (and its independent retries and scaling) plays
+     * every instance once, trial i instance i, in order (ALFWorld: every game of the split, as
+     * ALFWorld evaluates), however many `finalTrials` says; the periodic evaluations still draw
+     * `eval.trials`. Unset in `eval.harder.env`: the evaluation's.
+     */
+    instances: z.enum(INSTANCE_MODES).optional(),
   })
   .strict()
   .nullable()

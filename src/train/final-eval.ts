@@ -69,15 +69,20 @@ async function playPhases(ctx: FinalEvalContext, phases: FinalEvalPhases): Promi
       );
     });
   const evalAttempts = config.eval.attempts ?? config.task.attempts;
+  const instances = config.eval.env?.instances ?? "drawn";
+  const every = instances === "every";
   const finalEval = await phase("final", async () => {
-    log(`final evaluation: ${config.eval.finalTrials} trials per cell, ${evalAttempts} attempts`);
-    const onTrial = await finalTrialLogs(
-      outDir,
-      config.eval.finalTrials,
-      config.eval.transcriptsPerCell,
-      total,
+    log(
+      every
+        ? `final evaluation: every served instance once per cell (eval.env.instances: every), ${evalAttempts} attempts`
+        : `final evaluation: ${config.eval.finalTrials} trials per cell, ${evalAttempts} attempts`,
     );
-    return runEval(total, config.eval.finalTrials, { onTrial, ...(shouldStop ? { shouldStop } : {}) });
+    const onTrial = await finalTrialLogs(outDir, config.eval.transcriptsPerCell, total);
+    return runEval(total, config.eval.finalTrials, {
+      onTrial,
+      instances,
+      ...(shouldStop ? { shouldStop } : {}),
+    });
   });
   log(formatCells(finalEval.cells));
   const start = progress.periodicEval.find((e) => e.iteration === 0);
@@ -90,8 +95,10 @@ async function playPhases(ctx: FinalEvalContext, phases: FinalEvalPhases): Promi
   const scaling = config.eval.scaling;
   if (scaling) {
     scalingEval = await phase("scaling", () => {
-      log(`test-time scaling: ${scaling.trials} trials per cell with ${scaling.attempts} attempts`);
-      return runEval(total, scaling.trials, { scaling, ...(shouldStop ? { shouldStop } : {}) });
+      log(
+        `test-time scaling: ${every ? "every served instance once" : `${scaling.trials} trials`} per cell with ${scaling.attempts} attempts`,
+      );
+      return runEval(total, scaling.trials, { scaling, instances, ...(shouldStop ? { shouldStop } : {}) });
     });
     log(formatCells(scalingEval.cells));
   }
@@ -100,8 +107,15 @@ async function playPhases(ctx: FinalEvalContext, phases: FinalEvalPhases): Promi
   if (harder) {
     harderEval = await phase("harder", () => {
       const over = harder.env?.config ?? taskKnobOptions(config.game, config.task, harder);
-      log(`harder held-out set: ${harder.trials} trials (${JSON.stringify(over)})`);
-      return runEval(total, harder.trials, { harder, ...(shouldStop ? { shouldStop } : {}) });
+      const harderInstances = harder.env?.instances ?? instances;
+      log(
+        `harder held-out set: ${harderInstances === "every" ? "every served instance once" : `${harder.trials} trials`} (${JSON.stringify(over)})`,
+      );
+      return runEval(total, harder.trials, {
+        harder,
+        instances: harderInstances,
+        ...(shouldStop ? { shouldStop } : {}),
+      });
     });
     log(formatCells(harderEval.cells));
   }
@@ -122,9 +136,12 @@ async function independentPhase(
     return null;
   }
   const trials = independent.trials ?? config.eval.finalTrials;
+  const instances = config.eval.env?.instances ?? "drawn";
   const snapshot = await phase("independent", () => {
-    log(`independent retries: ${trials} trials per cell, the same model with no memory between attempts`);
-    return runEval(total, trials, { independent: true, ...(shouldStop ? { shouldStop } : {}) });
+    log(
+      `independent retries: ${instances === "every" ? "every served instance once" : `${trials} trials`} per cell, the same model with no memory between attempts`,
+    );
+    return runEval(total, trials, { independent: true, instances, ...(shouldStop ? { shouldStop } : {}) });
   });
   log(formatCells(snapshot.cells));
   return snapshot;

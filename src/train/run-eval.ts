@@ -1,15 +1,19 @@
+import { UsageError } from "../core/errors.js";
 import { type EvalCell, evaluate, HARDER_SEED_RANGE } from "../evaluate/evaluate.js";
 import { EvalProgressBar } from "../evaluate/progress.js";
 import type { ContextOverflow } from "../rollout/runner.js";
 import type { TrialRecord } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { TrainBackend } from "./backend.js";
-import { type MageConfig, taskKnobOptions } from "./config.js";
+import { type InstanceMode, type MageConfig, taskKnobOptions } from "./config.js";
 import type { EvalSnapshot } from "./summary.js";
 
 /** How one evaluation of a run differs from its periodic one. */
 export interface RunEvalOptions {
-  onTrial?: (trial: TrialRecord) => void;
+  /** Every finished trial, with its index in its cell. */
+  onTrial?: (trial: TrialRecord, index: number) => void;
+  /** `every`: play each of the served task's instances once (`eval.env.instances`); default drawn. */
+  instances?: InstanceMode;
   /** Test-time scaling: more attempts, on its own cells. */
   scaling?: { attempts: number; cells?: EvalCell[]; contextOverflow: ContextOverflow };
   shouldStop?: () => boolean;
@@ -48,11 +52,13 @@ export function runEvaluator(ctx: {
   return async (iteration, trials, opts = {}) => {
     const { scaling, harder, shouldStop, onTrial, independent } = opts;
     const attempts = scaling?.attempts ?? harder?.attempts ?? evalAttempts;
+    const played = (harder && ctx.harderTask) || task;
+    const instanceSeeds = opts.instances === "every" ? await everyInstance(played) : undefined;
     await backend.learner.forgetCaches?.();
     // A real model's evaluation takes minutes: show trials and answers as they come.
     const bar = ctx.progress ? new EvalProgressBar({ label: `eval @${iteration}` }) : null;
     const res = await evaluate(backend.evalPolicy, {
-      task: (harder && ctx.harderTask) || task,
+      task: played,
       cells: scaling?.cells ?? cells,
       trials,
       attempts,
@@ -64,10 +70,26 @@ export function runEvaluator(ctx: {
       seed: config.seed,
       taskOptions: taskKnobOptions(config.game, config.task, harder ?? {}),
       ...(harder ? { seedRange: HARDER_SEED_RANGE } : {}),
+      ...(instanceSeeds ? { instanceSeeds } : {}),
       ...(shouldStop ? { shouldStop } : {}),
-      ...(onTrial ? { onTrial } : {}),
+      ...(onTrial ? { onTrial: (t: TrialRecord, _cell: EvalCell, i: number) => onTrial(t, i) } : {}),
       ...(bar ? { onProgress: bar.update } : {}),
     }).finally(() => bar?.finish());
-    return { iteration, attempts, trialsPerCell: trials, cells: res.cells } satisfies EvalSnapshot;
+    return {
+      iteration,
+      attempts,
+      trialsPerCell: res.trialsPerCell,
+      ...(instanceSeeds ? { instances: "every" as const } : {}),
+      cells: res.cells,
+    } satisfies EvalSnapshot;
   };
+}
+
+/** Every instance of a served task, each once (a UsageError for a task that cannot list them). */
+export async function everyInstance(task: TaskDefinition): Promise<number[]> {
+  if (!task.instanceSeeds)
+    throw new UsageError(
+      `instances: every plays each instance of a served environment once; ${task.name} is not served (game: remote)`,
+    );
+  return task.instanceSeeds();
 }

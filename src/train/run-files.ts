@@ -77,15 +77,14 @@ export function appendEval(outDir: string, snap: EvalSnapshot): void {
  */
 export async function finalTrialLogs(
   outDir: string,
-  trialsPerCell: number,
   transcriptsPerCell: number,
   iteration: number,
-): Promise<(t: TrialRecord) => void> {
+): Promise<(t: TrialRecord, index: number) => void> {
   const evalPath = join(outDir, "eval-trials.jsonl");
   const transcriptsPath = join(outDir, "eval-transcripts.jsonl");
   await writeFileAtomic(evalPath, "");
   await writeFileAtomic(transcriptsPath, "");
-  return (t) => {
+  return (t, index) => {
     const outcome = {
       iteration,
       trialId: t.trialId,
@@ -94,7 +93,7 @@ export async function finalTrialLogs(
       attempts: t.attempts,
     };
     appendFileSync(evalPath, `${JSON.stringify(outcome)}\n`);
-    if (t.trialId % trialsPerCell >= transcriptsPerCell) return;
+    if (index >= transcriptsPerCell) return;
     appendFileSync(transcriptsPath, `${JSON.stringify({ ...outcome, memory: t.memory })}\n`);
   };
 }

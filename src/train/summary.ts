@@ -15,6 +15,8 @@ export interface EvalSnapshot {
   iteration: number;
   attempts: number;
   trialsPerCell: number;
+  /** `every`: each served instance was played once, trial i instance i (`eval.env.instances`); absent: drawn. */
+  instances?: "every";
   cells: CellResult[];
 }
 

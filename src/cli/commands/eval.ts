@@ -18,6 +18,7 @@ import { checkOpponentSpec, loadTask, TASK_NAMES, type TaskDefinition } from "..
 import { openRemoteTask } from "../../tasks/remote.js";
 import { REFLECTION_TYPES } from "../../tasks/types.js";
 import {
+  INSTANCE_MODES,
   KNOB_GAMES,
   parseKnobsArg,
   readConfigFile,
@@ -26,6 +27,7 @@ import {
 } from "../../train/config.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { REPORT_FILE } from "../../train/pretrain/run.js";
+import { everyInstance } from "../../train/run-eval.js";
 import { parseFlags } from "../args.js";
 import { checkpointArg } from "../checkpoint-arg.js";
 import type { Command } from "../command.js";
@@ -37,12 +39,15 @@ const USAGE = [
   "          [--temperature T] [--top-p P] [--top-k K] [--seed S] [--out FILE.jsonl] [--json] [--quiet]",
   "          [--context-overflow stop|drop-oldest] [--seen SPEC[,SPEC...]|none] [--knobs YAML] [--harder]",
   "          [--game remote --env-url URL --env-name NAME [--env-config JSON] [--env-seeds MIN-MAX]",
-  "          [--env-api-key-env NAME]]",
+  "          [--env-instances drawn|every] [--env-api-key-env NAME]]",
   "  --game remote: an environment served over docs/env-protocol.md (e.g. by mage env-serve); a",
   "          checkpoint trained on one remembers its server, environment, env config and seeds",
   "  --env-seeds: draw the served instances from these seeds, e.g. a split's range:",
   '          --env-config \'{"split": "test"}\' --env-seeds 20000-20999 (default: the checkpoint\'s',
   "          seeds, or all the server's when --env-config is given or nothing was recorded)",
+  "  --env-instances every: play each served instance once, trial i instance i, in order, instead of",
+  "          --trials drawn with replacement: every game of an ALFWorld split (its count from the server),",
+  "          or every seed of --env-seeds where the server declares no count",
   '  --knobs: puzzle difficulty, e.g. "roomSize: [7, 7], boxes: 2" (sokoban) or "mines: 5" (minesweeper),',
   '          or TicTacToe\'s cell format, "cells: digits"; default: the knobs the checkpoint or warm start',
   "          trained with (else the reference's 6x6 levels and (row, col) cells)",
@@ -162,6 +167,7 @@ const FLAGS = {
   "env-api-key-env": { type: "string" },
   "env-config": { type: "string" },
   "env-seeds": { type: "string" },
+  "env-instances": { type: "string" },
   opponent: { type: "string" },
   seat: { type: "string" },
   attempts: { type: "string" },
@@ -288,6 +294,17 @@ function envSeedsArg(text: string): { min: number; max: number } {
   return { min, max };
 }
 
+/** `--env-instances every`: the served instances, each once (undefined: `--trials` drawn). */
+async function evalInstances(values: Flags, task: TaskDefinition): Promise<number[] | undefined> {
+  const mode = values["env-instances"] ?? "drawn";
+  checkChoice("env-instances", mode, INSTANCE_MODES);
+  if (mode === "drawn") return undefined;
+  if (values.trials !== undefined)
+    throw new UsageError("--env-instances every plays one trial per instance; leave --trials out");
+  if (values.harder) throw new UsageError("--env-instances every and --harder exclude each other");
+  return everyInstance(task);
+}
+
 /**
  * The cells to play: each opponent in each seat asked for (one cell for a puzzle), each marked
  * seen or unseen by `--seen` or the checkpoint's training pool. Every flag is checked before the
@@ -394,6 +411,7 @@ export const command: Command = {
     const cells = await evalCells(values, task, game, source);
     const taskOptions = taskKnobOptions(game, await evalKnobs(values, game, source));
     if (task.twoPlayer && values.harder) throw new UsageError(`${game} takes no --harder (puzzles only)`);
+    const instanceSeeds = await evalInstances(values, task);
     const { opened, spec, meta } = await openEvalPolicy(values, source);
     try {
       const style = values.style ?? opened.promptStyle;
@@ -424,6 +442,7 @@ export const command: Command = {
           seed,
           taskOptions,
           ...(values.harder ? { seedRange: HARDER_SEED_RANGE } : {}),
+          ...(instanceSeeds ? { instanceSeeds } : {}),
           contextOverflow: (values["context-overflow"] ?? "stop") as ContextOverflow,
           concurrency: opened.kind === "embedded" || opened.kind === "torch" ? 1 : 8,
           ...(progress ? { onProgress: progress.update } : {}),
