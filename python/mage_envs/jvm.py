@@ -16,6 +16,8 @@ from typing import Any
 
 from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
+from .protocol import EnvError
+
 
 def java_missing() -> str | None:
     """Why the engines cannot start here, or None when `java` is on the PATH."""
@@ -39,8 +41,8 @@ class Jvm:
         """The gateway's `jvm` view (starts the process on first use); call under `lock`."""
         if self._gateway is None:
             why = java_missing()
-            if why:
-                raise RuntimeError(why)
+            if why:  # the same answer however often asked: 422, not a 500 that clients retry
+                raise EnvError("server_setup", why)
             port, proc = launch_gateway(classpath=self.jar, die_on_exit=True, cwd=self.cwd, javaopts=self.options,
                                         return_proc=True)
             self._gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_field=True), java_process=proc)

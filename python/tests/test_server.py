@@ -23,7 +23,7 @@ import pytest
 from envhelp import Client, running
 from sleepy_adapter import SleepyEnv
 
-from mage_envs.protocol import EnvService, ServiceLimits
+from mage_envs.protocol import EnvError, EnvService, ServiceLimits
 from mage_envs.server import MAX_BODY_BYTES, argument_parser, running_in_thread
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
@@ -239,6 +239,18 @@ def test_the_help_tells_the_defaults_an_adapter_sets() -> None:
     text = ap.format_help()
     assert "(default 60000)" in " ".join(text.split()) and "(default 777)" in " ".join(text.split())
     assert "(default 5000)" not in " ".join(text.split())
+
+
+def test_a_missing_java_runtime_is_a_setup_error_not_a_retried_500(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from mage_envs import jvm
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(EnvError) as e:
+        jvm.Jvm("engine.jar", ".").jvm
+    assert e.value.kind == "server_setup" and e.value.status == 422
+    assert "no `java` on the PATH" in e.value.message
 
 
 @pytest.mark.parametrize("adapter", ["alfworld_server", "scienceworld_server"])
