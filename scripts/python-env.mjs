@@ -25,7 +25,8 @@ function run(cmd, args) {
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} exited with ${r.status}`);
 }
 
-function basePython() {
+/** A Python ≥ 3.11 to create a virtual environment with (also used by scripts/vllm-env.mjs). */
+export function basePython() {
   for (const cand of [process.env.MAGE_BASE_PYTHON, "python3.11", "python3"].filter(Boolean)) {
     const r = spawnSync(cand, ["-c", "import sys; print(sys.version_info[:2] >= (3, 11))"], {
       encoding: "utf8",
