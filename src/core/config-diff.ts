@@ -47,10 +47,12 @@ function walk(a: unknown, b: unknown, path: string, ignore: (p: string) => boole
  * Config fields that say how a run's processes run, not what they compute: where its curves are
  * logged, which Python runs the worker, how long the trainer waits for it, and the byte budget of
  * the worker's prefix store (a sample with reuse equals a fresh prefill's), and whether the lean
- * decoder's steps run as CUDA graphs (the same kernels either way). Two runs that differ
+ * decoder's steps run as CUDA graphs (the same kernels either way), and which interpreter, port and start
+ * timeout the managed vLLM server (`rollout: vllm`) gets. Two runs that differ
  * only here are the same run: a grid reuses its results and `--resume` continues it.
  */
-const RUNTIME_ONLY = /^(logging(\..*)?|model\.torch\.(python|timeoutSeconds|prefixCacheMB|cudaGraphs))$/;
+const RUNTIME_ONLY =
+  /^(logging(\..*)?|model\.torch\.(python|timeoutSeconds|prefixCacheMB|cudaGraphs|vllm\.(python|port|startTimeoutS)))$/;
 
 export function isRuntimeOnlyField(path: string): boolean {
   return RUNTIME_ONLY.test(path);

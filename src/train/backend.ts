@@ -1,8 +1,10 @@
 import { join, resolve } from "node:path";
 import { EmbeddedLearner } from "../learner/embedded.js";
 import { TorchLearner } from "../learner/torch/learner.js";
+import { managedRolloutPolicy, startManagedVllm } from "../learner/torch/managed-vllm.js";
 import { TorchPolicy } from "../learner/torch/policy.js";
 import { ServedRolloutPolicy } from "../learner/torch/served.js";
+import type { VllmServerOptions } from "../learner/torch/vllm-server.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
 import type { TrainLearner } from "../learner/types.js";
 import { hfWeightsSha256Sync, type loadCheckpoint, weightsSha256 } from "../model/checkpoint.js";
@@ -13,6 +15,9 @@ import { paramsFromMap } from "../model/params-io.js";
 import { EmbeddedPolicy } from "../policy/embedded.js";
 import type { Policy } from "../policy/types.js";
 import type { MageConfig } from "./config.js";
+
+/** The managed vLLM server's output, in the run directory (`rollout: vllm`). */
+export const VLLM_LOG_FILE = "vllm.log";
 
 export interface TrainBackend {
   learner: TrainLearner;
@@ -26,6 +31,8 @@ export interface TrainBackend {
   baseModel: { dir: string; sha256: string | null };
   /** Recorded in meta.json: what computed the model. */
   describe: { backend: string; kernel: string; precision?: string };
+  /** The vLLM server mage started for the rollouts (`rollout: vllm`). */
+  rolloutServer?: { url: string; pid: number; logFile: string | null };
   close(): Promise<void>;
 }
 
@@ -63,20 +70,49 @@ export function embeddedBackend(
 export async function torchBackend(
   config: MageConfig,
   outDir: string,
-  opts: { worker?: Partial<TorchWorkerOptions>; fetch?: typeof fetch } = {},
+  opts: {
+    worker?: Partial<TorchWorkerOptions>;
+    fetch?: typeof fetch;
+    /** Options of the managed vLLM server (`rollout: vllm`; tests: a stand-in command). */
+    vllm?: Partial<VllmServerOptions>;
+  } = {},
 ): Promise<TrainBackend> {
   const t = config.model.torch;
-  const learner = await TorchLearner.open({
-    torch: t,
-    optimizer: {
-      lr: config.optim.lr,
-      weightDecay: config.optim.weightDecay,
-      gradClip: config.optim.gradClip,
-    },
-    seed: config.seed,
-    reference: config.optim.klCoef > 0,
-    ...(opts.worker ? { worker: opts.worker } : {}),
-  });
+  // rollout: vllm: the server starts while the worker loads (both take a while; the server most).
+  const starting = await Promise.allSettled([
+    TorchLearner.open({
+      torch: t,
+      optimizer: {
+        lr: config.optim.lr,
+        weightDecay: config.optim.weightDecay,
+        gradClip: config.optim.gradClip,
+      },
+      seed: config.seed,
+      reference: config.optim.klCoef > 0,
+      ...(opts.worker ? { worker: opts.worker } : {}),
+    }),
+    t.rollout === "vllm"
+      ? startManagedVllm(t, {
+          logFile: join(resolve(outDir), VLLM_LOG_FILE),
+          ...(opts.vllm ? { overrides: opts.vllm } : {}),
+        })
+      : Promise.resolve(null),
+  ]);
+  const [opened, started] = starting;
+  if (opened.status === "rejected" || started.status === "rejected") {
+    if (opened.status === "fulfilled") await opened.value.close();
+    if (started.status === "fulfilled") await started.value?.stop();
+    throw opened.status === "rejected" ? opened.reason : (started as PromiseRejectedResult).reason;
+  }
+  const learner = opened.value;
+  const server = started.value;
+  const closeAll = async () => {
+    try {
+      await learner.close();
+    } finally {
+      await server?.stop();
+    }
+  };
   try {
     const local = new TorchPolicy(learner, `torch:${config.name}`);
     let policy: Policy = local;
@@ -94,11 +130,16 @@ export async function torchBackend(
       policy = served;
       syncPolicy = (iteration) => served.push(iteration);
     }
+    if (server) {
+      const served = managedRolloutPolicy(server, learner, join(resolve(outDir), "served"), opts.fetch);
+      policy = served;
+      syncPolicy = (iteration) => served.push(iteration);
+    }
     return {
       learner,
       policy,
       evalPolicy: policy,
-      recomputeOldLogp: t.rollout === "openai",
+      recomputeOldLogp: t.rollout !== "worker",
       syncPolicy,
       baseModel: { dir: resolve(t.path!), sha256: hfWeightsSha256Sync(t.path!) },
       describe: {
@@ -106,10 +147,11 @@ export async function torchBackend(
         kernel: "torch",
         precision: `${learner.info.architecture}, ${learner.info.precision}`,
       },
-      close: () => learner.close(),
+      ...(server ? { rolloutServer: { url: server.baseUrl, pid: server.pid, logFile: server.logFile } } : {}),
+      close: closeAll,
     };
   } catch (err) {
-    await learner.close();
+    await closeAll();
     throw err;
   }
 }

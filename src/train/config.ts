@@ -154,6 +154,34 @@ const TorchLora = z
 /** The devices `model.torch.device` (and the `--device` flags) accept. */
 export const TORCH_DEVICE_PATTERN = /^(cpu|cuda|cuda:\d+)$/;
 
+/** vLLM's largest `--max-lora-rank`; a larger LoRA rank cannot be served. */
+export const VLLM_MAX_LORA_RANK = 512;
+
+/**
+ * `model.torch.vllm`: the vLLM server mage starts itself (`rollout: vllm`) from the vLLM
+ * environment (`node scripts/vllm-env.mjs`), on the run's model, and stops when the run ends.
+ */
+export const TorchVllmSchema = z
+  .object({
+    /** The vLLM environment's interpreter; null: MAGE_VLLM_PYTHON, $MAGE_VLLM_VENV/bin/python, the project's .venv-vllm. */
+    python: z.string().min(1).nullable().default(null),
+    /** The loopback port; null: a free one. */
+    port: z.number().int().min(1).max(65535).nullable().default(null),
+    /**
+     * Memory for vLLM's KV cache (`--kv-cache-memory-bytes`); null: vLLM's own sizing, which on a
+     * CPU reserves `--gpu-memory-utilization` (0.92) of ALL memory and refuses to start on a
+     * machine where other processes hold some.
+     */
+    kvCacheGiB: z.number().positive().nullable().default(4),
+    /** More arguments for `vllm.entrypoints.openai.api_server`, after mage's (a repeated flag: the later one wins). */
+    extraArgs: z.array(z.string()).default([]),
+    /** How long the server may take to answer `GET /v1/models` after it is started. */
+    startTimeoutS: z.number().positive().default(600),
+  })
+  .strict();
+
+export type TorchVllmConfig = z.infer<typeof TorchVllmSchema>;
+
 /** `model.torch`: the PyTorch learner worker (used when `model.backend` is torch). */
 export const TorchModelSchema = z
   .object({
@@ -171,14 +199,19 @@ export const TorchModelSchema = z
     gradientCheckpointing: z.boolean().default(false),
     /** Gradient accumulation: most tokens per forward/backward pass. */
     microBatchTokens: z.number().int().positive().default(8192),
-    /** Where rollouts are sampled: the worker's own generate, or an OpenAI-compatible vLLM server. */
-    rollout: z.enum(["worker", "openai"]).default("worker"),
+    /**
+     * Where rollouts are sampled: the worker's own generate; an OpenAI-compatible vLLM server you
+     * run (`openai`, at `rolloutUrl`); or a vLLM server mage starts and stops itself (`vllm`).
+     */
+    rollout: z.enum(["worker", "openai", "vllm"]).default("worker"),
     /** The server's base URL (rollout: openai), e.g. http://127.0.0.1:8000/v1. */
     rolloutUrl: z.string().min(1).nullable().default(null),
     /** The server's name for the base model (`--served-model-name`). */
     rolloutModel: z.string().min(1).nullable().default(null),
     /** Full fine-tuning with rollout: openai: the directory the server loads weights from (`vllm serve DIR`). */
     rolloutWeightsDir: z.string().min(1).nullable().default(null),
+    /** The server of `rollout: vllm`. */
+    vllm: TorchVllmSchema.prefault({}),
     /** Longest a single worker request may take. */
     timeoutSeconds: z.number().positive().default(1800),
     /**
@@ -267,6 +300,26 @@ export const ConfigSchema = z
             "rolloutWeightsDir",
             "required with rollout: openai and full fine-tuning (lora: null): the directory the server was started from",
           );
+        }
+        if (t.rollout === "vllm") {
+          for (const field of ["rolloutUrl", "rolloutModel", "rolloutWeightsDir"] as const)
+            need(
+              t[field] === null,
+              field,
+              "is for a server you run (rollout: openai); rollout: vllm starts its own (settings in model.torch.vllm)",
+            );
+          need(
+            t.lora !== null,
+            "lora",
+            "required with rollout: vllm: the managed server receives the weights as LoRA adapters; full " +
+              "fine-tuning through vLLM is not supported yet (use lora, or run vLLM yourself with rollout: openai and rolloutWeightsDir)",
+          );
+          if (t.lora !== null && t.lora.rank > VLLM_MAX_LORA_RANK)
+            ctx.addIssue({
+              code: "custom",
+              path: ["torch", "lora", "rank"],
+              message: `at most ${VLLM_MAX_LORA_RANK} with rollout: vllm (vLLM's largest --max-lora-rank)`,
+            });
         }
       })
       .prefault({}),

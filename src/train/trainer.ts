@@ -3,6 +3,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { configDifferences, isRuntimeOnlyField } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
+import type { VllmServerOptions } from "../learner/torch/vllm-server.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
 import { latestRunCheckpoint, loadCheckpoint } from "../model/checkpoint.js";
 import { selectKernels } from "../model/kernels/select.js";
@@ -39,8 +40,8 @@ export interface TrainOptions {
   /** For tests: stop (without checkpointing) after this many iterations of this process. */
   crashAfterIterations?: number;
   progress?: boolean;
-  /** For tests: options of the PyTorch worker (a fake command, extra environment) and the rollout server's fetch. */
-  torch?: { worker?: Partial<TorchWorkerOptions>; fetch?: typeof fetch };
+  /** For tests: options of the PyTorch worker (a fake command, extra environment), the rollout server's fetch, the managed vLLM server's. */
+  torch?: { worker?: Partial<TorchWorkerOptions>; fetch?: typeof fetch; vllm?: Partial<VllmServerOptions> };
   /** For tests: the environment of the W&B sidecar (default: this process's). */
   loggingEnv?: NodeJS.ProcessEnv;
   /** For tests: called once the learner and policy are open. */
@@ -118,6 +119,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     backend = await torchBackend(config, outDir, opts.torch ?? {});
     if (backend.describe.precision)
       log(`torch worker on ${config.model.torch.device}: ${backend.describe.precision}`);
+    const server = backend.rolloutServer;
+    if (server)
+      log(
+        `vLLM server for the rollouts at ${server.url} (process group ${server.pid}; log ${server.logFile})`,
+      );
   } else {
     let baseDir = config.model.checkpoint;
     if (!baseDir) {

@@ -5,7 +5,7 @@
  * `return_tokens_as_token_ids`; byte ids are valid in mage's byte tokenizer) and deliberately
  * wrong log-probs (-0.5 each), and records every call to the weight-update endpoints
  * (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`, `/collective_rpc`) together with what
- * was on disk at that moment.
+ * was on disk at that moment. GET /v1/models answers as vLLM's does once it is ready.
  */
 import { existsSync, readdirSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -27,7 +27,9 @@ export interface FakeVllm {
 export const FAKE_REPLY = "I bet.";
 export const FAKE_LOGPROB = -0.5;
 
-export async function startFakeVllm(opts: { weightsDir?: string } = {}): Promise<FakeVllm> {
+export async function startFakeVllm(
+  opts: { weightsDir?: string; port?: number; onCall?: (call: RecordedCall) => void } = {},
+): Promise<FakeVllm> {
   const calls: RecordedCall[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -45,8 +47,12 @@ export async function startFakeVllm(opts: { weightsDir?: string } = {}): Promise
         res.writeHead(code, { "content-type": "application/json" });
         res.end(JSON.stringify(payload));
       };
+      if (req.method === "GET" && path === "/v1/models") {
+        return json(200, { object: "list", data: [{ id: "base", object: "model" }] });
+      }
       if (req.method === "POST" && path === "/v1/chat/completions") {
         calls.push(call);
+        opts.onCall?.(call);
         const bytes = [...Buffer.from(FAKE_REPLY, "utf8")];
         json(200, {
           id: `chatcmpl-${calls.length}`,
@@ -96,7 +102,7 @@ export async function startFakeVllm(opts: { weightsDir?: string } = {}): Promise
       json(404, { error: { message: `no route ${req.method} ${path}` } });
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", () => resolve()));
   const { port } = server.address() as AddressInfo;
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,

@@ -3,6 +3,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells, HARDER_SEED_RANGE } from "../../evaluate/evaluate.js";
 import { EvalProgressBar } from "../../evaluate/progress.js";
+import { serveCheckpointWithVllm } from "../../learner/torch/managed-vllm.js";
 import { openTorchCheckpoint } from "../../learner/torch/open-checkpoint.js";
 import { isTorchCheckpoint, readCheckpointMeta } from "../../model/checkpoint.js";
 import { type OpenedPolicy, openPolicy } from "../../policy/factory.js";
@@ -56,6 +57,8 @@ const USAGE = [
   "  --model: a Hugging Face model directory sampled by the PyTorch worker (e.g. a warm start of",
   "          `mage pretrain --backend torch`, whose game, compact prompts and 48-token replies it keeps);",
   "          --threads: the worker's CPU threads (default: one per core)",
+  "  --rollout worker|vllm: who samples a torch run checkpoint: its PyTorch worker, or a vLLM server mage",
+  "          starts from .venv-vllm (default: vllm for a run trained with model.torch.rollout: vllm)",
   "  --json: the results as one JSON object on stdout; progress goes to stderr (--quiet: none)",
   "  --seen: the opponents the policy trained against, so results say seen or unseen. A checkpoint",
   "          records its pool and needs no flag; a served or GGUF model cannot tell, so without",
@@ -139,20 +142,46 @@ async function openModelEval(
   };
 }
 
-/** A torch run checkpoint as a policy: prompts in the style it trained with, replies as long as in training. */
-async function openTorchEval(dir: string, meta: Record<string, unknown> | null): Promise<OpenedPolicy> {
+/**
+ * A torch run checkpoint as a policy: prompts in the style it trained with, replies as long as in
+ * training. Sampled by the worker, or by a vLLM server mage starts (`--rollout vllm`; the default
+ * for a run that trained with `model.torch.rollout: vllm`).
+ */
+async function openTorchEval(
+  dir: string,
+  meta: Record<string, unknown> | null,
+  rollout: string | undefined,
+): Promise<OpenedPolicy> {
+  if (rollout !== undefined) checkChoice("rollout", rollout, ["worker", "vllm"]);
   const opened = await openTorchCheckpoint(dir);
+  const promptStyle = meta?.promptStyle === "compact" ? "compact" : "full";
+  if ((rollout ?? opened.info.torch.rollout) !== "vllm")
+    return { policy: opened.policy, kind: "torch", promptStyle, close: opened.close };
+  let served: Awaited<ReturnType<typeof serveCheckpointWithVllm>>;
+  try {
+    served = await serveCheckpointWithVllm(opened);
+  } catch (err) {
+    await opened.close();
+    throw err;
+  }
   return {
-    policy: opened.policy,
-    kind: "torch",
-    promptStyle: meta?.promptStyle === "compact" ? "compact" : "full",
-    close: opened.close,
+    policy: served.policy,
+    kind: "vllm",
+    promptStyle,
+    close: async () => {
+      try {
+        await served.close();
+      } finally {
+        await opened.close();
+      }
+    },
   };
 }
 
 function defaultMaxTokens(opened: OpenedPolicy, meta: Record<string, unknown> | null): number {
   if (opened.kind === "embedded") return 48;
-  if (opened.kind === "torch" && typeof meta?.maxResponseTokens === "number") return meta.maxResponseTokens;
+  if ((opened.kind === "torch" || opened.kind === "vllm") && typeof meta?.maxResponseTokens === "number")
+    return meta.maxResponseTokens;
   return 1024;
 }
 
@@ -186,6 +215,7 @@ const FLAGS = {
   out: { type: "string" },
   json: { type: "boolean" },
   quiet: { type: "boolean" },
+  rollout: { type: "string" },
 } as const;
 
 type Flags = { [K in keyof typeof FLAGS]?: (typeof FLAGS)[K]["type"] extends "boolean" ? boolean : string };
@@ -213,6 +243,8 @@ class EvalSource {
     this.requested = values.policy ?? `checkpoint:${values.checkpoint ?? ""}`;
     const parsed = this.modelDir === undefined ? parsePolicySpec(this.requested) : null;
     this.checkpointDir = parsed?.kind === "checkpoint" ? parsed.dir : undefined;
+    if (values.rollout !== undefined && this.checkpointDir === undefined)
+      throw new UsageError("--rollout goes with --checkpoint DIR (a torch run checkpoint)");
     this.meta = this.modelDir === undefined ? null : modelDirMeta(this.modelDir);
   }
 
@@ -390,9 +422,15 @@ async function openEvalPolicy(
   const resolved = await checkpointArg(source.checkpointDir);
   const spec = `checkpoint:${resolved}`;
   // A checkpoint of model.backend: torch plays through the PyTorch worker.
-  if (!isTorchCheckpoint(resolved)) return { opened: await openPolicy(spec), spec, meta: source.known() };
+  if (!isTorchCheckpoint(resolved)) {
+    if (values.rollout !== undefined)
+      throw new UsageError(
+        `--rollout: ${resolved} is an embedded checkpoint; only torch run checkpoints take it`,
+      );
+    return { opened: await openPolicy(spec), spec, meta: source.known() };
+  }
   const meta = await source.recorded(resolved);
-  return { opened: await openTorchEval(resolved, meta), spec, meta };
+  return { opened: await openTorchEval(resolved, meta, values.rollout), spec, meta };
 }
 
 /** One trial's line of the `--out` file. */

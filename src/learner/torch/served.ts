@@ -1,6 +1,6 @@
 /**
  * Rollouts from an OpenAI-compatible vLLM server while the PyTorch worker trains
- * (`model.torch.rollout: openai`). Generation goes through `OpenAIChatPolicy`; after every update
+ * (`model.torch.rollout: openai`, or `vllm` for the server mage starts itself: `vllm-server.ts`). Generation goes through `OpenAIChatPolicy`; after every update
  * the trainer calls `push()` so the server samples from the new weights:
  *
  * - LoRA: the worker saves the adapter to a NEW directory per push
@@ -40,6 +40,11 @@ export interface ServedRolloutOptions {
   /** Extra options of the chat policy (tests: fetch, retries, timeouts). */
   policy?: Partial<OpenAIChatPolicyOptions>;
   fetch?: typeof fetch;
+  /**
+   * A server mage started (`rollout: vllm`): why it is gone, or null while it runs. A request that
+   * fails while it is gone fails with this error instead (no retries against a dead server).
+   */
+  serverFailure?: () => Error | null;
 }
 
 export class ServedRolloutPolicy implements Policy {
@@ -53,7 +58,15 @@ export class ServedRolloutPolicy implements Policy {
 
   constructor(private readonly o: ServedRolloutOptions) {
     this.name = `served:${o.model}`;
-    this.fetchFn = o.fetch ?? globalThis.fetch;
+    const base = o.fetch ?? globalThis.fetch;
+    const failure = o.serverFailure;
+    this.fetchFn = failure
+      ? async (input, init) => {
+          const dead = failure();
+          if (dead) throw dead;
+          return base(input, init);
+        }
+      : base;
     this.chat = this.makeChat(o.model);
     this.local = new TorchPolicy(o.learner);
     // The server's root: admin endpoints like /collective_rpc live outside /v1.
@@ -82,8 +95,18 @@ export class ServedRolloutPolicy implements Policy {
     return this.local.contextError(request);
   }
 
+  /** The managed server's death in place of `err`, when that is why a request failed. */
+  private explain(err: unknown): unknown {
+    return this.o.serverFailure?.() ?? err;
+  }
+
   async generate(requests: readonly GenerateRequest[]): Promise<Generation[]> {
-    const out = await this.chat.generate(requests);
+    let out: Generation[];
+    try {
+      out = await this.chat.generate(requests);
+    } catch (err) {
+      throw this.explain(err);
+    }
     for (const g of out) {
       if (g.tokenIds.length === 0 && g.text.length > 0)
         throw new Error(
@@ -96,11 +119,16 @@ export class ServedRolloutPolicy implements Policy {
   }
 
   private async post(url: string, body: unknown): Promise<void> {
-    const res = await this.fetchFn(url, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
+    let res: Response;
+    try {
+      res = await this.fetchFn(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    } catch (err) {
+      throw this.explain(err);
+    }
     if (!res.ok) {
       const text = (await res.text()).slice(0, 300);
       throw new Error(`rollout server: POST ${url} answered ${res.status}: ${text}`);
