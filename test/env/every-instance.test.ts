@@ -225,8 +225,8 @@ describe("every instance once (eval.env.instances: every, mage eval --env-instan
     // Deterministic: the same games in the same order, the same results.
     const again = await run();
     assert.deepEqual(
-      again.trials.map((t) => [t.taskSeed, t.memory?.attempts.map((a) => a.won)]),
-      res.trials.map((t) => [t.taskSeed, t.memory?.attempts.map((a) => a.won)]),
+      again.trials.map((t) => [t.taskSeed, t.attempts.map((a) => a.won)]),
+      res.trials.map((t) => [t.taskSeed, t.attempts.map((a) => a.won)]),
     );
     // The default draws seeds with replacement: the trials asked, games repeated or missed.
     const drawn = await evaluate(goPolicy, { ...EVAL, task, trials: 14 });
