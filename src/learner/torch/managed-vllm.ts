@@ -1,0 +1,108 @@
+/**
+ * `model.torch.rollout: vllm`: the vLLM server mage starts on the run's model (`vllm-server.ts`)
+ * and the rollout policy that samples from it and receives every update's LoRA adapter
+ * (`ServedRolloutPolicy`, the same push path as a server the user runs).
+ *
+ *   const server = await startManagedVllm(config.model.torch, { logFile: "RUN/vllm.log" });
+ *   const policy = managedRolloutPolicy(server, learner, "RUN/served");
+ *   await policy.push(0);   // the learner's adapter, loaded by the server
+ *   ...
+ *   await server.stop();
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { UsageError } from "../../core/errors.js";
+import { type TorchModelConfig, TorchVllmSchema } from "../../train/config.js";
+import type { TorchLearner } from "./learner.js";
+import type { OpenedTorchCheckpoint } from "./open-checkpoint.js";
+import { ServedRolloutPolicy } from "./served.js";
+import { VllmServer, type VllmServerOptions } from "./vllm-server.js";
+
+/** The name the managed server gives the base model (adapters are named per push). */
+export const MANAGED_BASE_NAME = "base";
+
+/** The model's context length from its config.json (0 when it does not say). */
+function configContextLength(dir: string): number {
+  try {
+    const c = JSON.parse(readFileSync(join(dir, "config.json"), "utf8")) as Record<string, unknown>;
+    const n = c.max_position_embeddings ?? c.n_positions ?? c.max_sequence_length;
+    return typeof n === "number" && Number.isFinite(n) ? n : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Starts the server of `rollout: vllm` on `modelDir` (default `torch.path`). */
+export function startManagedVllm(
+  torch: TorchModelConfig,
+  opts: { modelDir?: string; logFile?: string | null; overrides?: Partial<VllmServerOptions> } = {},
+): Promise<VllmServer> {
+  const model = resolve(opts.modelDir ?? torch.path!);
+  return VllmServer.start({
+    model,
+    servedName: MANAGED_BASE_NAME,
+    vllm: torch.vllm,
+    loraRank: torch.lora?.rank ?? null,
+    dtype: torch.dtype,
+    contextLength: configContextLength(model),
+    logFile: opts.logFile ?? null,
+    ...opts.overrides,
+  });
+}
+
+/** Rollouts from a managed server; `push()` saves the learner's adapter under `adapterDir` and loads it. */
+export function managedRolloutPolicy(
+  server: VllmServer,
+  learner: TorchLearner,
+  adapterDir: string,
+  fetchFn?: typeof fetch,
+): ServedRolloutPolicy {
+  return new ServedRolloutPolicy({
+    learner,
+    baseUrl: server.baseUrl,
+    model: MANAGED_BASE_NAME,
+    lora: true,
+    adapterDir,
+    weightsDir: null,
+    serverFailure: () => (server.exit ? server.deathError() : null),
+    ...(fetchFn ? { fetch: fetchFn } : {}),
+  });
+}
+
+/**
+ * A torch run checkpoint's LoRA adapter served by a managed vLLM server on the base model it was
+ * trained from (`mage eval --checkpoint` of a `rollout: vllm` run). The adapter is saved from the
+ * opened worker into a temporary directory and loaded; `close()` stops the server and removes it.
+ */
+export async function serveCheckpointWithVllm(
+  opened: OpenedTorchCheckpoint,
+  overrides?: Partial<VllmServerOptions>,
+): Promise<{ policy: ServedRolloutPolicy; server: VllmServer; close(): Promise<void> }> {
+  const { info } = opened;
+  if (info.saved !== "peft-adapter" || !info.torch.lora)
+    throw new UsageError(
+      "--rollout vllm: this checkpoint holds full weights, and mage's vLLM server takes LoRA adapters only; evaluate it with --rollout worker",
+    );
+  const torch: TorchModelConfig = { ...info.torch, vllm: info.torch.vllm ?? TorchVllmSchema.parse({}) };
+  const server = await startManagedVllm(torch, {
+    modelDir: info.basePath,
+    ...(overrides ? { overrides } : {}),
+  });
+  const dir = mkdtempSync(join(tmpdir(), "mage-eval-vllm-"));
+  const close = async () => {
+    try {
+      await server.stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  try {
+    const policy = managedRolloutPolicy(server, opened.learner, dir);
+    await policy.push(0);
+    return { policy, server, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
