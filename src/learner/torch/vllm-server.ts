@@ -33,7 +33,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, existsSync, readdirSync, readFileSync, type WriteStream } from "node:fs";
 import { createServer } from "node:net";
 import { delimiter, dirname, join } from "node:path";
-import { ExternalFailure, UsageError } from "../../core/errors.js";
+import { ExternalFailure, UsageError, withOutputTail } from "../../core/errors.js";
 import type { TorchModelConfig, TorchVllmConfig } from "../../train/config.js";
 import { PACKAGE_ROOT } from "./worker.js";
 
@@ -138,11 +138,7 @@ export class VllmServerError extends ExternalFailure {
     message: string,
     readonly logTail: readonly string[] = [],
   ) {
-    super(
-      logTail.length > 0
-        ? `${message}\n--- last lines of the vLLM server's output ---\n${logTail.join("\n")}`
-        : message,
-    );
+    super(withOutputTail(message, "the vLLM server's", logTail));
     this.name = "VllmServerError";
   }
 }

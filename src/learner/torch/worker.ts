@@ -16,7 +16,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ExternalFailure, UsageError } from "../../core/errors.js";
+import { ExternalFailure, UsageError, withOutputTail } from "../../core/errors.js";
 import { encodeFrame, type Frame, type FrameError, FrameReader, type WireArray } from "./frames.js";
 
 /** The protocol version this trainer speaks. */
@@ -38,11 +38,7 @@ export class TorchWorkerError extends ExternalFailure {
     message: string,
     readonly stderrTail: readonly string[] = [],
   ) {
-    super(
-      stderrTail.length > 0
-        ? `${message}\n--- last lines of the learner worker's output ---\n${stderrTail.join("\n")}`
-        : message,
-    );
+    super(withOutputTail(message, "the learner worker's", stderrTail));
     this.name = "TorchWorkerError";
   }
 }
