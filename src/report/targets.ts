@@ -1,4 +1,5 @@
 import { kuhnCalibration } from "../evaluate/kuhn-calibration.js";
+import { bf16Targets } from "./bf16-targets.js";
 import type { BootstrapEstimate, HierarchicalBootstrap } from "./bootstrap.js";
 import { coinTargets } from "./coin-targets.js";
 import { coinV2Targets } from "./coin-v2-targets.js";
@@ -492,5 +493,6 @@ export function computeTargets(input: TargetInput): TargetLine[] {
     ...realTargets(input.bootstrap, input.games.filter(isRealModelGame)),
     ...coinTargets(input.bootstrap, input.games),
     ...coinV2Targets(input.bootstrap, input.games),
+    ...bf16Targets(input.bootstrap, input.games),
   ];
 }
