@@ -42,6 +42,7 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
   protected readonly game: Game<S, M>;
   protected readonly replay: boolean;
   private readonly makeOpponent: TaskOptions["makeOpponent"];
+  private readonly startState: S | undefined;
   /** Reward per unit of the agent's game return (TicTacToe 10, Kuhn 5). */
   protected abstract readonly rewardScale: number;
 
@@ -61,6 +62,7 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
     this.agent = this.seat === "first" ? 0 : 1;
     this.replay = options.replayOpponent ?? false;
     this.makeOpponent = options.makeOpponent;
+    this.startState = options.startState as S | undefined;
   }
 
   // ---- hooks -----------------------------------------------------------------------------
@@ -88,7 +90,7 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
     this.opp = this.makeOpponent
       ? (this.makeOpponent(this.opponent, ctx) as Opponent<S, M>)
       : createOpponent<S, M>(this.name, this.opponent, ctx);
-    let s = this.game.initialState(rng.derive("game"));
+    let s = this.startState ?? this.game.initialState(rng.derive("game"));
     const moves: PlayedMove<M>[] = [];
     while (!this.game.isTerminal(s) && this.game.currentPlayer(s) !== this.agent) {
       const player = this.game.currentPlayer(s);
@@ -99,6 +101,12 @@ export abstract class TwoPlayerTask<S, M> implements TextTask {
     this.initial = s;
     this.initialMoves = moves;
     this.restoreInitial();
+  }
+
+  /** How `response` reads as the agent's move at the current state, without playing it. */
+  parseAnswer(response: string): Parsed<M> {
+    if (!this.opp) throw new Error(`${this.name}: parseAnswer() before reset()`);
+    return this.parseMove(String(response), this.state);
   }
 
   restart(): void {

@@ -200,4 +200,10 @@ export interface TaskOptions {
    * opponent of the same spec would.
    */
   makeOpponent?: (spec: string, ctx: { rng: Rng; replay: boolean }) => Opponent<unknown, unknown>;
+  /**
+   * Two-player games: the game starts at this state (a game in progress) instead of one dealt
+   * from the reset's generator. A model snapshot playing as an opponent (`src/league/`) sees its
+   * position through a task standing there, in its own seat.
+   */
+  startState?: unknown;
 }

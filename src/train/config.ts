@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
+import { LeagueSchema, RatingSchema } from "../league/config.js";
 import { CELL_FORMATS } from "../tasks/cell-format.js";
 import { TICTACTOE_CELL_FORMATS } from "../tasks/tictactoe.js";
 
@@ -375,6 +376,12 @@ export const ConfigSchema = z
         opponents: z.array(OpponentWeight).default([]),
         seats: z.enum(["first", "second", "mixed"]).default("mixed"),
         secondRatio: z.number().min(0).max(1).default(0.5),
+        /** Snapshots of the agent as opponents (docs/configs.md, "League"); null: none. */
+        league: LeagueSchema.nullable().default(null),
+        /** Rate the agent and every opponent from every training game (always on with a league). */
+        rate: z.boolean().default(false),
+        /** The rating model's knobs (openskill's Weng-Lin Plackett-Luce). */
+        ratings: RatingSchema.prefault({}),
       })
       .strict()
       .prefault({}),
@@ -542,13 +549,15 @@ export const ConfigSchema = z
   .strict()
   .superRefine((c, ctx) => {
     const twoPlayer = c.game === "tictactoe" || c.game === "kuhn";
-    if (twoPlayer && c.population.opponents.length === 0) {
+    const league = c.population.league;
+    if (twoPlayer && c.population.opponents.length === 0 && !(league?.atStart && league.share === 1)) {
       ctx.addIssue({
         code: "custom",
         path: ["population", "opponents"],
-        message: `${c.game} is a two-player game: list at least one training opponent`,
+        message: `${c.game} is a two-player game: list at least one training opponent (or a league with share: 1 and atStart: true, pure self-play)`,
       });
     }
+    checkLeague(c, twoPlayer, ctx);
     const harder = c.eval.harder;
     if (harder !== null && c.game === "remote" && harder.env === null) {
       ctx.addIssue({
@@ -572,6 +581,32 @@ export const ConfigSchema = z
   });
 
 export type MageConfig = z.infer<typeof ConfigSchema>;
+
+/** `population.league` / `population.rate`: two-player games of the embedded model only. */
+function checkLeague(
+  c: { game: string; model: { backend: string }; population: { league: unknown; rate: boolean } },
+  twoPlayer: boolean,
+  ctx: z.RefinementCtx,
+): void {
+  for (const field of ["league", "rate"] as const) {
+    const on = field === "league" ? c.population.league !== null : c.population.rate;
+    if (on && !twoPlayer)
+      ctx.addIssue({
+        code: "custom",
+        path: ["population", field],
+        message: `is for the two-player games (tictactoe, kuhn), not ${c.game}`,
+      });
+  }
+  if (c.population.league !== null && c.model.backend === "torch")
+    ctx.addIssue({
+      code: "custom",
+      path: ["population", "league"],
+      message:
+        "snapshots of a torch model are not built yet: they need the PyTorch worker to save the LoRA adapter " +
+        "at each snapshot and to sample from several named adapters on one base model (worker ops save_adapter, " +
+        "load_adapter and generate with an adapter name); use model.backend: embedded for a league",
+    });
+}
 
 function formatIssues(error: z.ZodError, source: string): string {
   const lines = error.issues.map((issue) => {

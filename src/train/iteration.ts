@@ -7,9 +7,10 @@ import type { TrainLearner } from "../learner/types.js";
 import { type Policy, reuseSince } from "../policy/types.js";
 import { runTrials } from "../rollout/runner.js";
 import type { TrialRecord, TrialSpec } from "../rollout/types.js";
-import { assignGroups } from "../tasks/population.js";
+import { assignGroups, type PoolEntry } from "../tasks/population.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import { newEnvClock, timedTask } from "../tasks/timed.js";
+import type { TaskOptions } from "../tasks/types.js";
 import { computeRowCredit } from "./advantage-pipeline.js";
 import { buildTokenBatchWith, rowsPerSequence, sliceTokenBatch } from "./batch.js";
 import { type MageConfig, taskKnobOptions } from "./config.js";
@@ -33,6 +34,11 @@ export interface IterationContext {
    */
   recomputeOldLogp?: boolean;
   roleBaselines: RoleBaselines | null;
+  /**
+   * The league's opponents for this iteration (`src/league/`): the pool the population sampler
+   * uses instead of `population.opponents`, and the factory that builds snapshot opponents.
+   */
+  opponents?: { pool: PoolEntry[]; makeOpponent: NonNullable<TaskOptions["makeOpponent"]> };
   /** Told what the iteration is doing ("rollout 37 answers", "update"), for a progress display. */
   onProgress?: (phase: string) => void;
 }
@@ -43,11 +49,16 @@ export interface IterationResult {
 }
 
 /** Trial specs for an iteration: groups from the population sampler; with the `task` scope, opponents mix inside a group. */
-export function iterationSpecs(config: MageConfig, rng: Rng, twoPlayer: boolean): TrialSpec[] {
+export function iterationSpecs(
+  config: MageConfig,
+  rng: Rng,
+  twoPlayer: boolean,
+  poolOverride?: readonly PoolEntry[],
+): TrialSpec[] {
   const G = config.rollout.tasksPerIteration;
   const n = config.rollout.groupSize;
   const pool = twoPlayer
-    ? config.population.opponents.map((o) => ({ spec: o.spec, weight: o.weight }))
+    ? (poolOverride ?? config.population.opponents).map((o) => ({ spec: o.spec, weight: o.weight }))
     : null;
   const seats = { mode: config.population.seats, secondRatio: config.population.secondRatio };
   const groups = assignGroups({
@@ -89,7 +100,7 @@ function mean(xs: readonly number[]): number {
 export async function runIteration(ctx: IterationContext, iteration: number): Promise<IterationResult> {
   const { config } = ctx;
   const rng = Rng.seeded(config.seed).derive("iteration", iteration);
-  const specs = iterationSpecs(config, rng, ctx.task.twoPlayer);
+  const specs = iterationSpecs(config, rng, ctx.task.twoPlayer, ctx.opponents?.pool);
   await ctx.learner.forgetCaches?.(); // the rollout must not depend on what sampled before it
   ctx.learner.takeTimings?.(); // what evaluations between iterations spent is not this iteration's
   const { trials, metrics: rolloutMetrics } = await rollout(ctx, specs, rng);
@@ -132,6 +143,7 @@ async function rollout(
           ...(s.opponent !== null ? { opponent: s.opponent } : {}),
           ...(s.seat !== null ? { seat: s.seat } : {}),
           replayOpponent: config.task.replayOpponent,
+          ...(ctx.opponents ? { makeOpponent: ctx.opponents.makeOpponent } : {}),
           ...taskKnobOptions(config.game, config.task),
         }),
         clock,

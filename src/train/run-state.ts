@@ -1,4 +1,5 @@
 import { RoleBaselines } from "../algo/advantages.js";
+import type { LeagueState } from "../league/training.js";
 import type { OptimizerState } from "../model/learner.js";
 import type { MageConfig } from "./config.js";
 import type { RunMeta } from "./run-meta.js";
@@ -17,6 +18,8 @@ export interface TrainingJson {
   bestScore: number | null;
   /** The embedded learner's optimizer state (the torch worker keeps its own in learner/optimizer.pt). */
   optimizerMeta?: OptimizerState["meta"];
+  /** The league's snapshot pool and ratings (runs with `population.league` or `population.rate`). */
+  league?: LeagueState;
 }
 
 /** The number a run tries to maximise at evaluation: mean final score over cells. */
@@ -47,6 +50,8 @@ export class RunProgress {
   best: { iteration: number | null; score: number | null };
   readonly roleBaselines: RoleBaselines | null;
   readonly pretrainSeconds: number;
+  /** The league's state after the iterations so far (kept in every checkpoint); null without one. */
+  league: LeagueState | null = null;
   /** Set when `train.maxMinutes` ends training before the planned iterations (this process's). */
   stoppedBy: "maxMinutes" | null = null;
   private secondsBefore: number;
@@ -80,7 +85,7 @@ export class RunProgress {
   }
 
   static restore(config: MageConfig, state: TrainingJson): RunProgress {
-    return new RunProgress({
+    const progress = new RunProgress({
       history: state.history,
       periodicEval: state.periodicEval,
       best: { iteration: state.bestIteration, score: state.bestScore },
@@ -90,6 +95,8 @@ export class RunProgress {
       pretrainSeconds: state.pretrainSeconds,
       secondsBefore: state.wallSeconds,
     });
+    progress.league = state.league ?? null;
+    return progress;
   }
 
   /** Seconds of this run so far, over every process that worked on it. */
@@ -126,6 +133,7 @@ export class RunProgress {
       pretrainSeconds: this.pretrainSeconds,
       bestIteration: this.best.iteration,
       bestScore: this.best.score,
+      ...(this.league ? { league: this.league } : {}),
     };
   }
 

@@ -3,6 +3,8 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { configDifferences, isRuntimeOnlyField } from "../core/config-diff.js";
 import { UsageError } from "../core/errors.js";
+import { Rng } from "../core/rng.js";
+import type { TrainingLeague } from "../league/training.js";
 import type { VllmServerOptions } from "../learner/torch/vllm-server.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
 import { latestRunCheckpoint, loadCheckpoint } from "../model/checkpoint.js";
@@ -13,6 +15,7 @@ import { checkBaseKnobs } from "./base-knobs.js";
 import { configToYaml, type MageConfig, readConfigFile } from "./config.js";
 import { finalEvaluation } from "./final-eval.js";
 import { runIteration } from "./iteration.js";
+import { leagueForRun } from "./league-setup.js";
 import { RunLogger } from "./logging/run-logger.js";
 import { ProgressBar } from "./progress.js";
 import { type RunEval, runEvaluator } from "./run-eval.js";
@@ -189,6 +192,10 @@ async function trainWith(opts: TrainOptions, ctx: RunContext): Promise<TrainResu
     ...(opts.loggingEnv ? { env: opts.loggingEnv } : {}),
   });
   ctx.logging.logger = logger;
+  // The league: restored with the checkpoint's pool and ratings, or fresh (its first snapshot now).
+  const league = await leagueForRun(config, task, backend, outDir, progress.league);
+  if (league && startIteration === 0) await league.maybeSnapshot(0);
+  progress.league = league?.toJSON() ?? null;
   // A served rollout model gets the weights the run (re)starts from.
   await backend.syncPolicy(startIteration);
   const evalTask = await evalTaskForConfig(config, task);
@@ -209,7 +216,14 @@ async function trainWith(opts: TrainOptions, ctx: RunContext): Promise<TrainResu
     logger.evaluation(snap);
     log(`eval before training: mean final score ${evalScore(snap).toFixed(3)}`);
   }
-  const loop = await trainIterations(opts, ctx, { progress, startIteration, runEval, identity, logger });
+  const loop = await trainIterations(opts, ctx, {
+    progress,
+    startIteration,
+    runEval,
+    identity,
+    logger,
+    league,
+  });
   if (loop.crashed) return { outDir, summary: loop.crashed, stopped: true };
   if (loop.stopped) {
     const done = loop.done;
@@ -260,11 +274,12 @@ async function trainIterations(
     runEval: RunEval;
     identity: RunIdentity;
     logger: RunLogger;
+    league: TrainingLeague | null;
   },
 ): Promise<{ done: number; stopped: boolean; crashed: RunSummary | null }> {
   const { config, outDir } = opts;
   const { backend } = ctx;
-  const { progress, startIteration, logger } = run;
+  const { progress, startIteration, logger, league } = run;
   const total = config.train.iterations;
   const bar = opts.progress === false ? null : new ProgressBar({ label: `train ${config.name}`, total });
   let ranHere = 0;
@@ -281,6 +296,13 @@ async function trainIterations(
       bar?.finish();
       return { done: it, stopped: true, crashed: null };
     }
+    const opponents = league
+      ? await league.forIteration(
+          it,
+          config.rollout.tasksPerIteration,
+          Rng.seeded(config.seed).derive("iteration", it, "league"),
+        )
+      : undefined;
     const { trials, metrics } = await runIteration(
       {
         config,
@@ -290,16 +312,25 @@ async function trainIterations(
         policy: backend.policy,
         recomputeOldLogp: backend.recomputeOldLogp,
         roleBaselines: progress.roleBaselines,
+        ...(opponents ? { opponents } : {}),
         ...(bar ? { onProgress: (phase: string) => bar.update(it, { iteration: it + 1, phase }) } : {}),
       },
       it,
     );
     if (metrics.optimizer_steps > 0) await backend.syncPolicy(it + 1);
+    if (league) {
+      league.recordTrials(trials);
+      Object.assign(metrics, league.metrics());
+    }
     metrics.wall_s = progress.wall();
     progress.history.push(metrics);
     appendIteration(outDir, it, metrics, trials, config.train.transcriptsPerIteration);
     logger.iteration(metrics);
     const done = it + 1;
+    if (league) {
+      await league.maybeSnapshot(done);
+      progress.league = league.toJSON();
+    }
     const newBest = await periodicEvaluation(config, outDir, run, done, bar ? (m) => bar.log(m) : ctx.log);
     bar?.update(done, {
       reward: metrics.env_reward,
@@ -312,8 +343,10 @@ async function trainIterations(
       return { done, stopped: true, crashed: progress.summary(run.identity, null, done) };
     const timeUp = done < total && timeBoxReached(config, progress);
     if (timeUp) progress.stoppedBy = "maxMinutes";
-    if (done % config.train.checkpointEvery === 0 || done === total || newBest || timeUp)
+    if (done % config.train.checkpointEvery === 0 || done === total || newBest || timeUp) {
       await saveRunCheckpoint(outDir, config, backend, progress, done);
+      await league?.pruneFiles();
+    }
     await writeSummary(join(outDir, "summary.json"), progress.summary(run.identity, null, done));
     if (timeUp) {
       bar?.finish();

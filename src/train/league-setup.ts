@@ -1,0 +1,59 @@
+import { UsageError } from "../core/errors.js";
+import { loadGame } from "../games/registry.js";
+import { embeddedSnapshotStore, type SnapshotStore } from "../league/snapshots.js";
+import { type LeagueState, TrainingLeague } from "../league/training.js";
+import { EmbeddedLearner } from "../learner/embedded.js";
+import { EmbeddedPolicy } from "../policy/embedded.js";
+import type { TaskDefinition } from "../tasks/registry.js";
+import type { TrainBackend } from "./backend.js";
+import { type MageConfig, taskKnobOptions } from "./config.js";
+import { gameName } from "./task-for-config.js";
+
+/**
+ * The run's league (`population.league`, or ratings alone with `population.rate`), or null when
+ * the config asks for neither. `state` is the league of the checkpoint a run resumes from.
+ */
+export async function leagueForRun(
+  config: MageConfig,
+  task: TaskDefinition,
+  backend: TrainBackend,
+  runDir: string,
+  state: LeagueState | null,
+): Promise<TrainingLeague | null> {
+  const { league, rate } = config.population;
+  if (league === null && !rate) return null;
+  const knobs = taskKnobOptions(config.game, config.task).knobs;
+  return new TrainingLeague({
+    league,
+    ratings: config.population.ratings,
+    scripted: config.population.opponents.map((o) => ({ spec: o.spec, weight: o.weight })),
+    runDir,
+    game: await loadGame(config.game),
+    task,
+    play: {
+      promptStyle: config.task.promptStyle,
+      sampling: { ...config.rollout.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
+      taskOptions: knobs ? { knobs } : {},
+    },
+    store: league ? snapshotStoreOf(backend) : null,
+    snapshotMeta: {
+      ...backend.describe,
+      run: config.name,
+      game: gameName(config),
+      promptStyle: config.task.promptStyle,
+      maxResponseTokens: config.rollout.maxResponseTokens,
+      taskKnobs: { tictactoe: config.task.tictactoe },
+      trainingOpponents: config.population.opponents.map((o) => o.spec),
+    },
+    state,
+  });
+}
+
+/** Snapshots of the run's learner; the embedded model only (the config check refuses a torch league). */
+function snapshotStoreOf(backend: TrainBackend): SnapshotStore {
+  if (!(backend.learner instanceof EmbeddedLearner) || !(backend.policy instanceof EmbeddedPolicy))
+    throw new UsageError(
+      "population.league: snapshots are built for the embedded model only (model.backend: embedded)",
+    );
+  return embeddedSnapshotStore(backend.learner, backend.policy.kernels);
+}
