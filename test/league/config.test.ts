@@ -49,7 +49,9 @@ describe("league config", () => {
   });
 
   it("refuses a torch league and names what is missing", () => {
-    const msg = errorOf(kuhn({ league: { every: 2 } }, { model: { backend: "torch", torch: { path: "/m" } } }));
+    const msg = errorOf(
+      kuhn({ league: { every: 2 } }, { model: { backend: "torch", torch: { path: "/m" } } }),
+    );
     assert.match(msg, /population\.league: snapshots of a torch model are not built yet/);
     assert.match(msg, /LoRA adapter/);
   });

@@ -57,6 +57,11 @@ export const COMMANDS: Record<string, CommandEntry> = {
     summary: "round-robin between opponents: wins, draws and losses per pair and seat",
     load: async () => (await import("./tournament.js")).command,
   },
+  league: {
+    group: "evaluate",
+    summary: "rated round robin of opponents, checkpoints and a run's snapshots, paired deals",
+    load: async () => (await import("./league.js")).command,
+  },
   "kuhn-table": {
     group: "evaluate",
     summary: "exact calibration of fixed Kuhn strategies against every evaluation opponent",
