@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -54,7 +55,7 @@ async function setup(league: string, extra: string[] = []) {
       "",
     ].join("\n"),
   );
-  return { root, config: loadConfig(cfgPath) };
+  return { root, config: loadConfig(cfgPath), cfgPath };
 }
 
 describe("league in training", () => {
@@ -124,6 +125,49 @@ describe("league in training", () => {
     for (const [who, e] of expected) {
       const r = rated.get(who)!;
       assert.deepEqual({ games: r.games, wins: r.wins, losses: r.losses }, e, who);
+    }
+  });
+
+  it("kill -9 mid-run, then --resume: the same metrics, pool, ratings and snapshots as a run never stopped (lagged sampling)", async () => {
+    const league = "{ every: 1, share: 0.75, sampling: lagged, lag: { min: 1, max: 2 }, maxSnapshots: 3 }";
+    const { root, config, cfgPath } = await setup(league, [
+      "train: { iterations: 6, checkpointEvery: 2, keepLast: 1 }",
+    ]);
+    const straight = join(root, "straight");
+    await train({ config, outDir: straight, resume: false, progress: false, log: () => {} });
+    const killed = join(root, "killed");
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "src/cli/main.ts", "train", "--config", cfgPath, "--out", killed, "--no-progress"],
+      { stdio: "ignore" },
+    );
+    const file = join(killed, "metrics.jsonl");
+    const lines = () => (existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").length : 0);
+    const end = Date.now() + 120_000;
+    while (lines() < 3) {
+      if (Date.now() > end) throw new Error("the run did not progress");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+    assert.ok(lines() < 6, "killed before the end");
+    await train({ config, outDir: killed, resume: true, progress: false, log: () => {} });
+    assert.deepEqual(metrics(killed), metrics(straight));
+    assert.deepEqual(trainingState(killed, 6).league, trainingState(straight, 6).league);
+    assert.deepEqual(
+      readdirSync(join(killed, "league")).sort(),
+      readdirSync(join(straight, "league")).sort(),
+    );
+    // Lagged: from iteration 2 on, a snapshot 1 or 2 iterations old, never the newest (age 0).
+    for (const m of metrics(straight).slice(2)) {
+      const ages = opponentsOf(m)
+        .filter((o) => o.startsWith("snapshot:"))
+        .map((o) => m.iteration - Number(o.slice("snapshot:".length)));
+      assert.ok(
+        ages.length > 0 && ages.every((a) => a === 1 || a === 2),
+        `iteration ${m.iteration}: ages ${ages}`,
+      );
     }
   });
 
