@@ -584,10 +584,27 @@ export type MageConfig = z.infer<typeof ConfigSchema>;
 
 /** `population.league` / `population.rate`: two-player games of the embedded model only. */
 function checkLeague(
-  c: { game: string; model: { backend: string }; population: { league: unknown; rate: boolean } },
+  c: {
+    game: string;
+    model: { backend: string };
+    population: { league: unknown; rate: boolean; opponents: unknown[] };
+    eval: { cells: unknown[] };
+  },
   twoPlayer: boolean,
   ctx: z.RefinementCtx,
 ): void {
+  if (
+    twoPlayer &&
+    c.population.league !== null &&
+    c.population.opponents.length === 0 &&
+    c.eval.cells.length === 0
+  )
+    ctx.addIssue({
+      code: "custom",
+      path: ["eval", "cells"],
+      message:
+        "pure self-play (a league with no scripted population.opponents) has no training opponent to evaluate against: list the evaluation's opponents here",
+    });
   for (const field of ["league", "rate"] as const) {
     const on = field === "league" ? c.population.league !== null : c.population.rate;
     if (on && !twoPlayer)

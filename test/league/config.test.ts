@@ -57,10 +57,15 @@ describe("league config", () => {
   });
 
   it("pure self-play needs no scripted opponents, but then snapshots from the start", () => {
-    const selfPlay = { game: "kuhn", population: { league: { every: 2, share: 1 } } };
+    const cells = { cells: [{ opponent: "cfr", seat: "first" }] };
+    const selfPlay = { game: "kuhn", population: { league: { every: 2, share: 1 } }, eval: cells };
     assert.equal(validateConfig(selfPlay).population.opponents.length, 0);
     assert.match(
-      errorOf({ game: "kuhn", population: { league: { every: 2, share: 1, atStart: false } } }),
+      errorOf({ ...selfPlay, eval: {} }),
+      /eval\.cells: pure self-play .* has no training opponent to evaluate against/,
+    );
+    assert.match(
+      errorOf({ game: "kuhn", population: { league: { every: 2, share: 1, atStart: false } }, eval: cells }),
       /population\.opponents: kuhn is a two-player game/,
     );
     assert.match(
