@@ -7,6 +7,13 @@ For games spread over valid_seen: a session plays one step, then restarts, `--re
 and CPU time of each restart); then TextWorld's own reset of the same game, what the stock pipeline
 runs for every attempt.
 
+`--steps N`: the cost of a game step (CPU and wall ms, median and mean) along the same commands
+(admissible ones drawn by a seeded generator, restarting when the task is done) in `--games`
+valid_seen games: TextWorld's stock environment under ALFWorld's wrappers with the infos
+`AlfredTWEnv` requests (facts included), as this adapter stepped before sessions paid only for what
+they use; a session's `/step` now (no facts, no expert, `alfworld_textgen`'s grammar); and a session
+asked for the expert after every step, as a warm start's corpus does.
+
 `--sessions N`: the memory a live session holds (the process's resident set over N sessions of
 games spread over valid_seen, each after 5 steps and a restart), then after every one is closed
 and N more are built (closed sessions' planner libraries are reused, so it should not grow); the
@@ -17,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import random
 import statistics
 import time
 
-from .alfworld_server import SESSION_BYTES, AlfworldEnv, AlfworldSession
+from .alfworld_expert import AlfworldExpert
+from .alfworld_server import SESSION_BYTES, AlfworldEnv, AlfworldSession, offered, start_game
 from .protocol import CreateArgs
 
 
@@ -76,6 +85,49 @@ def memory(n: int) -> int:
     return 0
 
 
+def step_cost(games: int, steps: int) -> int:
+    env = AlfworldEnv()
+    kept = len(env.games("valid_seen", [1, 2, 3, 4, 5, 6]))
+    config = {"split": "valid_seen", "taskTypes": "all", "maxSteps": 200}
+    rows: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("stock", "session", "expert")}
+    for g in range(games):
+        args = CreateArgs(config=config, seed=g * kept // games, opponent_seed=0, opponent=None, seat=None)
+        rng = random.Random(g)
+        for kind in rows:
+            rng = random.Random(g)
+            s = env.create(args)
+            assert isinstance(s, AlfworldSession)
+            stock = start_game(s._game_file) if kind == "stock" else None
+            gs = stock.reset() if stock is not None else None
+            wall, cpu = rows[kind]
+            for _ in range(steps):
+                legal = offered(list((gs if gs is not None else s.gs)["admissible_commands"]))
+                command = legal[rng.randrange(len(legal))]
+                t0, c0 = time.perf_counter(), time.process_time()
+                if stock is not None:
+                    gs, _, done = stock.step(command)
+                    if done:
+                        gs = stock.reset()
+                else:
+                    s.step(f"<action>{command}</action>")
+                    if kind == "expert":
+                        s.expert([])
+                    if s.done:
+                        s.restart()
+                wall.append((time.perf_counter() - t0) * 1000)
+                cpu.append((time.process_time() - c0) * 1000)
+            if stock is not None:
+                stock.close()
+            s.close()
+    label = {"stock": "TextWorld's stock step (facts, stock grammar)", "session": "a session's /step",
+             "expert": "a session's /step and /expert"}
+    for kind, (wall, cpu) in rows.items():
+        print(f"{label[kind]} ({len(cpu)} steps over {games} games): CPU ms median {statistics.median(cpu):.1f} "
+              f"mean {statistics.mean(cpu):.1f}; wall ms median {statistics.median(wall):.1f} mean {statistics.mean(wall):.1f}")
+    print(f"experts built: {AlfworldExpert.built} (one per game, by the sessions asked for it)")
+    return 0
+
+
 def quantiles(xs: list[float]) -> str:
     s = sorted(xs)
     return f"median {statistics.median(s):.1f} p90 {s[int(len(s) * 0.9)]:.1f} max {s[-1]:.1f}"
@@ -86,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--games", type=int, default=3)
     ap.add_argument("--restarts", type=int, default=10)
     ap.add_argument("--sessions", type=int, default=0, help="measure the memory of this many live sessions instead")
+    ap.add_argument("--steps", type=int, default=0, help="measure the cost of this many steps per game instead")
     a = ap.parse_args(argv)
     if a.sessions > 0:
         return memory(a.sessions)
+    if a.steps > 0:
+        return step_cost(a.games, a.steps)
     env = AlfworldEnv()
     kept = len(env.games("valid_seen", [1, 2, 3, 4, 5, 6]))
     wall: list[float] = []

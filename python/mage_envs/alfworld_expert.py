@@ -132,9 +132,14 @@ class AttemptFacts:
 
 
 class AlfworldExpert:
-    """ALFWorld's hand-coded expert shadowing one session's attempts (see the module's doc)."""
+    """ALFWorld's hand-coded expert shadowing one session's attempts (see the module's doc). A
+    session builds one only when asked for the expert (`AlfworldSession.expert`)."""
+
+    #: Experts built in this process (a test counts that a session never asked builds none).
+    built = 0
 
     def __init__(self, game_file: Path, initial_feedback: str, game_key: str):
+        AlfworldExpert.built += 1
         self.game_file = game_file
         self.initial_feedback = initial_feedback
         self.game_key = game_key
@@ -150,20 +155,23 @@ class AlfworldExpert:
         self.agent = HandCodedTWAgent(max_steps=MAX_EXPERT_STEPS)
         self.agent.reset(str(self.game_file))
         self.agent.observe(self.initial_feedback)
-        self.played: list[tuple[str, Any]] = []
+        # Steps recorded and not yet told to the hand-coded expert; a step's game state is let go
+        # once told (only the last one is read again).
+        self.pending: list[tuple[str, Any]] = []
+        self.last: Any = None
         self.fed = 0
         self.suggestion: str | None = "look"
         self.facts = AttemptFacts(self.target, self.relevant)
 
     def record(self, command: str, game_state: Any) -> None:
         """A step the agent played (a command the game accepted) and the state it led to."""
-        self.played.append((command, game_state))
+        self.pending.append((command, game_state))
+        self.last = game_state
         self.facts.record(command, str(game_state.feedback))
 
     def _feed(self) -> None:
         """Tells the hand-coded expert the steps it has not seen yet, each with its seeded fallback."""
-        while self.fed < len(self.played):
-            command, gs = self.played[self.fed]
+        for command, gs in self.pending:
             saved = random.getstate()
             random.seed(int(fingerprint("alfworld-expert", self.game_key, str(self.fed)), 16))
             try:
@@ -174,11 +182,12 @@ class AlfworldExpert:
             finally:
                 random.setstate(saved)
             self.fed += 1
+        self.pending = []
 
     def _holding_target(self) -> bool:
-        if not self.played:
+        if self.last is None:
             return False
-        facts = self.agent.policy.get_facts(self.played[-1][1])
+        facts = self.agent.policy.get_facts(self.last)
         return any(f.startswith("holds ") and object_class(f.split(" ", 2)[-1]) == self.target for f in facts)
 
     def _steered(self, memory: list[str]) -> str | None:

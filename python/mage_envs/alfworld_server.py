@@ -1,6 +1,6 @@
 """ALFWorld's text household games served over mage's environment protocol (`mage-env/1`).
 
-    python -m mage_envs.alfworld_server --port 8768 [--data FOLDER]
+    python -m mage_envs.alfworld_server --port 8768 [--data FOLDER] [--workers N]
 
 The games are ALFWorld's official ones (the committed compact copy of valid_seen, valid_unseen
 and valid_train, or a user's `alfworld-download` folder: `--data` or $MAGE_ALFWORLD_DATA, train
@@ -16,6 +16,11 @@ invalid action that spends the turn without reaching the game. Reward 10 when th
 what TextWorld's reset built (the translated `PddlState`, fast-downward's SAS task, the initial game
 state with its observation and admissible commands) and puts a copy back; see `_restore`.
 
+The sessions run in `--workers` worker processes (default: a worker per core), each session on one
+of them (`worker_processes.py`); a step derives no facts and builds no expert unless the session asks
+for the expert, and its texts come from `alfworld_textgen.FastGrammar` (the same text, about 20 times
+cheaper); docs/environments.md, *Step cost* and *Worker processes*.
+
 At start the server checks the planner and the data folder (`AlfworldEnv.check_setup`) and stops
 with what to fix. A closed session's planner library goes back to a pool (`Planners`): TextWorld
 loads a private copy per environment and never unloads it.
@@ -24,6 +29,7 @@ loads a private copy per environment and never unloads it.
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import sys
 import threading
@@ -38,12 +44,16 @@ from textworld.envs.pddl import pddl as tw_pddl
 
 from . import alfworld_data as data
 from .alfworld_expert import AlfworldExpert
+from .alfworld_textgen import speed_up
 from .protocol import (U32_MAX, CreateArgs, EnvError, Environment, Json, ServiceLimits, Session, action_content,
                        applied_step, fingerprint, invalid_step)
-from .server import argument_parser, serve_from_args
+from .server import _positive, argument_parser, serve_from_args
+from .worker_processes import ProcessEnvironment, default_workers
 
 # TextWorld is not thread-safe (its grammar and PDDL parsers share state: concurrent loads fail),
-# and the server answers on threads, so every TextWorld call holds this lock.
+# so every TextWorld call of a process holds this lock. The server runs its sessions in worker
+# processes (`--workers`), one call at a time each, where it is never contended; it matters to
+# callers that use `AlfworldEnv` from threads in one process (tests, benches).
 _ENGINE = threading.Lock()
 REWARD_WON = 10.0
 DEFAULT_MAX_TURNS = 10  # the reference's LLM turns per attempt
@@ -53,6 +63,9 @@ DEFAULT_MAX_STEPS = 30  # the reference's env max_steps
 # sessions fill at most MEMORY_SHARE of the machine's memory.
 SESSION_BYTES = 12_000_000
 MEMORY_SHARE = 0.5
+# Engine threads per worker process at least: a thread waits on its worker's pipe for the whole
+# call, so threads queued on a busy worker must leave others for the idle ones.
+THREADS_PER_WORKER = 4
 PLANNER_FIX = ("reinstall the project's Python environment with `node scripts/python-env.mjs` (it compiles "
                "fast-downward-textworld; docs/environments.md, Installing)")
 
@@ -117,11 +130,40 @@ class Planners:
 
 class _PddlEnvOn(tw_pddl.PddlEnv):  # type: ignore[misc]
     """TextWorld's `PddlEnv` on a planner library it is given instead of a copy of its own
-    (`PddlEnv.__init__` does nothing else)."""
+    (`PddlEnv.__init__` does nothing else), whose first reset keeps the PDDL state its load built.
+
+    `PddlEnv.load` builds a `PddlState` from the game's problem (fast-downward's translator, run
+    twice: the task and its replanning twin, with the task loaded into the library) only to name
+    the entities, and `reset` builds another from the same problem: half of a session's create.
+    The first reset after a load keeps the one just built, never stepped, and does the rest of
+    `PddlEnv.reset` (the intro text and the infos, as TextWorld derives them); later resets are
+    TextWorld's (sessions restart with `_restore`)."""
 
     def __init__(self, infos: textworld.EnvInfos, lib: Any):
         textworld.Environment.__init__(self, infos)
         self.downward_lib = lib
+        self._fresh = False
+
+    def load(self, filename_or_data: Any) -> None:
+        super().load(filename_or_data)
+        self._fresh = True
+
+    def reset(self) -> Any:
+        if not self._fresh:
+            return super().reset()
+        self._fresh = False
+        self.prev_state = None
+        self.state = textworld.core.GameState()
+        self._last_action = None
+        self._moves = 0
+        context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {}, "mapping": {},
+                   "entity_infos": self._entity_infos}
+        self.state.feedback = self._logic.grammar.derive("#intro#", context)
+        self.state.raw = self.state.feedback
+        self._gather_infos()
+        if "walkthrough" in self.request_infos.extras:
+            self.state["extra.walkthrough"] = self.walkthrough or self._pddl_state.replan(self._entity_infos)
+        return self.state
 
 
 def _wheel_logic() -> tuple[str, str]:
@@ -132,18 +174,20 @@ def _wheel_logic() -> tuple[str, str]:
     return domain, grammar
 
 
-def request_infos() -> textworld.EnvInfos:
-    """What `AlfredTWEnv.init_env` requests (the expert's facts too, so the state is the same)."""
-    return textworld.EnvInfos(won=True, admissible_commands=True, facts=True, extras=["gamefile"])
+def request_infos(facts: bool = True) -> textworld.EnvInfos:
+    """What `AlfredTWEnv.init_env` requests; a session asks for no `facts` (the expert's input,
+    which only a session asking for the expert needs: `AlfworldSession.facts_of` derives them then
+    from the state's own `_facts`, as TextWorld would)."""
+    return textworld.EnvInfos(won=True, admissible_commands=True, facts=facts, extras=["gamefile"])
 
 
-def start_game(game_file: Path, lib: Any = None) -> Any:
+def start_game(game_file: Path, lib: Any = None, facts: bool = True) -> Any:
     """ALFWorld's evaluation stack on one game: TextWorld's environment under ALFWorld's wrappers;
     given a planner library, `textworld.start`'s own steps for a PDDL game on it."""
     wrappers: list[Any] = [AlfredDemangler(shuffle=False), AlfredInfos]
     if lib is None:
-        return textworld.start(str(game_file), request_infos(), wrappers=wrappers)
-    env: Any = _PddlEnvOn(request_infos(), lib)
+        return textworld.start(str(game_file), request_infos(facts), wrappers=wrappers)
+    env: Any = _PddlEnvOn(request_infos(facts), lib)
     for wrapper in wrappers:
         env = wrapper(env)
     env.load(str(game_file))
@@ -202,8 +246,9 @@ class AlfworldSession(Session):
         with _ENGINE:
             self._lib = self._planners.take()
             try:
-                self.env = start_game(game_file, self._lib)
+                self.env = start_game(game_file, self._lib, facts=False)
                 self._pddl_env = self._innermost(self.env)
+                speed_up(self._pddl_env)
                 self.gs = self.env.reset()
             except MemoryError:
                 self._planners.give(self._lib)
@@ -220,8 +265,12 @@ class AlfworldSession(Session):
         self.initial_obs = str(self.gs.feedback)
         self.goal = data.goal_of(self._pddl_env._game_data["grammar"])
         self.fingerprint = fingerprint(entry.name, self.initial_obs, "\n".join(self.gs["admissible_commands"]),
-                                       "\n".join(sorted(map(str, self.gs["facts"]))))
-        self._expert = AlfworldExpert(game_file, self.initial_obs, entry.name)
+                                       "\n".join(sorted(map(str, self.facts_of(self.gs)))))
+        self._game_file = game_file
+        # The expert is built at the session's first /expert (`_attach_expert`); until then the
+        # attempt keeps only the commands it played.
+        self._expert: AlfworldExpert | None = None
+        self._played: list[str] = []
 
     def close(self) -> None:
         """The planner library goes back to the pool for the next session."""
@@ -243,14 +292,39 @@ class AlfworldSession(Session):
         self.gs = self._pddl_env.state
         self.steps = 0
         self.won = False
-        self._expert.restart()
+        self._played = []
+        if self._expert is not None:
+            self._expert.restart()
+
+    def facts_of(self, gs: Any) -> list[Any]:
+        """A game state's facts as TextWorld's `facts` info gives them (its `_facts`, named as the
+        game's demangled entities), for the expert and the fingerprint."""
+        return list(map(self._pddl_env._get_human_readable_fact, gs["_facts"]))
+
+    def _with_facts(self, gs: Any) -> Any:
+        gs["facts"] = self.facts_of(gs)
+        return gs
+
+    def _attach_expert(self) -> AlfworldExpert:
+        """The expert, built at the first /expert. The attempt's steps so far are replayed from the
+        initial state (TextWorld's steps are deterministic: the same states again) so that it sees
+        each one with its facts, as if it had followed from the start."""
+        expert = AlfworldExpert(self._game_file, self.initial_obs, self.entry.name)
+        if self._played:
+            _restore(self._pddl_env, self._initial_pddl, self._initial_gs)
+            for command in self._played:
+                self.gs, _, _ = self.env.step(command)
+                expert.record(command, self._with_facts(self.gs))
+        self._expert = expert
+        return expert
 
     def expert(self, memory: list[str]) -> Json:
         """ALFWorld's hand-coded expert at the current state, and what this attempt saw
         (`alfworld_expert.py`). Its fallback draws from Python's global `random`, so it runs under
         the engine lock as the TextWorld calls do."""
         with _ENGINE:
-            return self._expert.advice(memory, self.done, list(self.gs["admissible_commands"]))
+            expert = self._expert or self._attach_expert()
+            return expert.advice(memory, self.done, list(self.gs["admissible_commands"]))
 
     @property
     def done(self) -> bool:
@@ -324,7 +398,9 @@ class AlfworldSession(Session):
             return invalid_step(str(self.gs.feedback), self._compact(str(self.gs.feedback)), reason, content, legal, None)
         with _ENGINE:
             self.gs, _, _ = self.env.step(command)
-        self._expert.record(command, self.gs)
+            if self._expert is not None:
+                self._expert.record(command, self._with_facts(self.gs))
+        self._played.append(command)
         self.steps += 1
         self.won = bool(self.gs["won"])
         feedback = str(self.gs.feedback)
@@ -347,6 +423,10 @@ class AlfworldEnv(Environment):
         self._surveys: dict[str, data.Survey] = {}
         self._lock = threading.Lock()
         self.planners = Planners()
+
+    def stats(self) -> Json:
+        """This process's figures for tests and benches: experts built, planner libraries loaded."""
+        return {"expertsBuilt": AlfworldExpert.built, "plannersLoaded": self.planners.loaded}
 
     def check_setup(self) -> list[str]:
         """What the server checks at start, as lines to print: the planner loads (its library then
@@ -427,15 +507,25 @@ class AlfworldEnv(Environment):
         return AlfworldSession(self, args, entry, game_file, instances=len(kept))
 
 
+def worker_env(data_dir: Path | None) -> AlfworldEnv:
+    """A worker process's engine (`worker_processes.ProcessEnvironment`)."""
+    return AlfworldEnv(data_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argument_parser("python -m mage_envs.alfworld_server", __doc__.split("\n\n")[0], default_port=8768)
     ap.add_argument("--data", type=Path, default=None,
                     help=f"a folder alfworld-download wrote (default: ${data.DATA_ENV}, else the committed copy)")
-    # A create loads a game's PDDL (about a second) under one lock (TextWorld is not thread-safe),
-    # so a burst of creates queues: a longer budget than the server's 5 s default. The session cap
+    ap.add_argument("--workers", type=_positive(int), default=default_workers(), metavar="N",
+                    help="worker processes that run the sessions' games, each session on one of them, at once "
+                         f"(default %(default)s: the cores this process may use); --engine-threads is raised to "
+                         f"at least {THREADS_PER_WORKER} per worker")
+    # A create loads a game's PDDL (about a second) and a worker builds one at a time, so a burst
+    # of creates queues: a longer budget than the server's 5 s default. The session cap
     # fits the machine's memory (default_max_sessions).
     ap.set_defaults(time_budget_ms=60_000, max_sessions=default_max_sessions())
     a = ap.parse_args(argv)
+    a.engine_threads = max(a.engine_threads, THREADS_PER_WORKER * a.workers)
     folder = a.data or (Path(os.environ[data.DATA_ENV]) if os.environ.get(data.DATA_ENV) else None)
     env = AlfworldEnv(folder)
     try:
@@ -444,7 +534,18 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"mage_envs.alfworld_server: cannot start: {e}") from None
     for line in lines:
         print(f"mage_envs.alfworld_server: {line}", file=sys.stderr, flush=True)
-    return serve_from_args(a, [env], "mage_envs.alfworld_server 0.1.0")
+    try:
+        # The factory by this module's name, also when it runs as __main__, so that workers find it.
+        factory = importlib.import_module("mage_envs.alfworld_server").worker_env
+        pool = ProcessEnvironment(env, factory, (folder,), a.workers, preload=["mage_envs.alfworld_server"])
+    except RuntimeError as e:
+        raise SystemExit(f"mage_envs.alfworld_server: cannot start: {e}") from None
+    print(f"mage_envs.alfworld_server: {a.workers} engine worker processes "
+          f"({', '.join(str(w.pid) for w in pool.workers)})", file=sys.stderr, flush=True)
+    try:
+        return serve_from_args(a, [pool], "mage_envs.alfworld_server 0.1.0")
+    finally:
+        pool.close()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import json
 import re
 import sys
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +26,8 @@ from mage_envs.engine_pool import Call, CallAbandoned, CallTimeout, EnginePool
 from mage_envs.session_table import SessionTable
 
 PROTOCOL_VERSION = "mage-env/1"
+# Ids of sessions lost with their engine (`Session.gone`) remembered to answer 410 with why.
+GONE_KEPT = 10_000
 U32_MAX = 0xFFFFFFFF
 
 Json = dict[str, Any]
@@ -192,6 +195,12 @@ class Session(ABC):
     #: games kept, seed mod their number): the create reply's `instances`. None: not declared.
     instances: int | None = None
 
+    @property
+    def gone(self) -> str | None:
+        """Why the session can never answer again (its engine's worker process died), else None:
+        the server then drops it and answers 410 `unknown_session` with this message."""
+        return None
+
     @abstractmethod
     def prompt(self) -> Json:
         """The prompt pieces: rules, playInstruction, compactRules, compactAsk, actionWord."""
@@ -241,6 +250,9 @@ class Environment(ABC):
     """One served environment: its /info description and a session factory."""
 
     name: str
+    #: Sessions this environment lost so far without the server closing them (`Session.gone`): when
+    #: it grows the server drops them from its table, so that they free their places at once.
+    lost: int = 0
 
     @abstractmethod
     def describe(self) -> Json:
@@ -428,6 +440,9 @@ class EnvService:
         self.table: SessionTable[_Live] = SessionTable(limits.max_sessions, limits.ttl_seconds, on_drop=self._dropped)
         self.engine = EnginePool(limits.engine_threads, limits.time_budget_ms / 1000)
         self._counter = 0
+        # Sessions dropped because they were gone (`Session.gone`): their ids answer 410 with why.
+        self._gone: OrderedDict[str, str] = OrderedDict()
+        self._lost_seen = 0
         self._info = {
             "protocol": PROTOCOL_VERSION,
             "server": name,
@@ -448,6 +463,7 @@ class EnvService:
             )
         env = self.envs[name]
         args = check_create(env, body)
+        self._drop_gone()
         if not self.table.reserve():
             wait = self.table.retry_after_seconds()
             raise EnvError(
@@ -516,7 +532,24 @@ class EnvService:
         return {"closed": True}
 
     def sweep(self) -> int:
+        self._drop_gone()
         return self.table.sweep()
+
+    def _drop_gone(self) -> None:
+        """Once an environment has lost sessions (a worker process died), drops them from the table."""
+        lost = sum(e.lost for e in self.envs.values())
+        if lost == self._lost_seen:
+            return
+        self._lost_seen = lost
+        for sid, why in [(sid, live.session.gone) for sid, live in self.table.items()]:
+            if why is not None:
+                self._forget(sid, why)
+
+    def _forget(self, sid: str, why: str) -> None:
+        self.table.delete(sid)
+        self._gone[sid] = why
+        while len(self._gone) > GONE_KEPT:
+            self._gone.popitem(last=False)
 
     def _on_session(self, live: _Live, fn: Callable[[], R]) -> Call[R]:
         """An engine call on a live session, counted so that the session is closed only after it."""
@@ -548,6 +581,11 @@ class EnvService:
         if not isinstance(sid, str):
             raise EnvError("bad_request", "session must be a string", field="session")
         live = self.table.use(sid)
+        why = self._gone.get(sid) if live is None else live.session.gone
+        if why is not None:
+            if live is not None:
+                self._forget(sid, why)
+            raise EnvError("unknown_session", f'session "{sid}": {why}', status=410)
         if live is None:
             raise EnvError("unknown_session", f'no session "{sid}" (closed, expired or never created)')
         return sid, live

@@ -42,6 +42,10 @@ class SessionTable(Generic[T]):
     def __len__(self) -> int:
         return len(self._map)
 
+    def items(self) -> list[tuple[str, T]]:
+        """The live sessions, least recently used first (a copy: the caller may delete while going)."""
+        return list(self._map.items())
+
     def use(self, sid: str) -> T | None:
         """The session, marked as used now; None when unknown or expired."""
         s = self._map.get(sid)
