@@ -40,6 +40,11 @@ export interface EvalOptions {
   contextOverflow?: ContextOverflow;
   /** Task knobs for the task constructor: puzzle difficulty, TicTacToe's cells (`taskKnobOptions`). */
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
+  /**
+   * Two-player games: builds each trial's opponent from its cell's spec instead of the registry
+   * (league snapshots as opponents, `src/league/eval-snapshots.ts`).
+   */
+  makeOpponent?: TaskOptions["makeOpponent"];
   /** Task seeds' range (default HELD_OUT_SEED_RANGE; the harder set uses HARDER_SEED_RANGE). */
   seedRange?: readonly [number, number];
   /**
@@ -65,6 +70,8 @@ export interface CellResult {
   metrics: TrialMetrics;
   /** The measures per category (`categoryMetrics`: ALFWorld's split, and split/task type), when trials have one. */
   byCategory?: Record<string, TrialMetrics>;
+  /** A `snapshot:latest` cell: the league snapshot it played (`snapshot:<iteration>`). */
+  snapshot?: string;
 }
 
 /**
@@ -145,6 +152,7 @@ export async function evaluate(
         ...(s.seat !== null ? { seat: s.seat } : {}),
         replayOpponent: o.replayOpponent ?? false,
         ...(o.taskOptions ?? {}),
+        ...(o.makeOpponent ? { makeOpponent: o.makeOpponent } : {}),
         ...(instances ? { instance: s.taskSeed } : {}),
       }),
     sampler,

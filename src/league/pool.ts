@@ -62,3 +62,17 @@ export function addSnapshot(
   const evicted = next.length > cap ? next.splice(0, next.length - cap) : [];
   return { pool: next, evicted };
 }
+
+/** The cell opponent that stands for the league's newest snapshot. */
+export const LATEST_SNAPSHOT = `${SNAPSHOT_PREFIX}latest`;
+
+/** Whether an evaluation cell's opponent names a league snapshot (`snapshot:latest`, `snapshot:N`). */
+export function isEvalSnapshotSpec(spec: string | null): spec is string {
+  return spec !== null && (spec === LATEST_SNAPSHOT || /^snapshot:\d+$/.test(spec));
+}
+
+/** Why a `snapshot:…` cell spec is malformed, or null (also null for any other opponent). */
+export function snapshotCellProblem(spec: string): string | null {
+  if (!spec.startsWith(SNAPSHOT_PREFIX) || isEvalSnapshotSpec(spec)) return null;
+  return `"${spec}" names no snapshot: use ${LATEST_SNAPSHOT} or snapshot:<iteration>`;
+}

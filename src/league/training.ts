@@ -15,6 +15,7 @@ import type { PoolEntry } from "../tasks/population.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { PromptStyle, TaskOptions } from "../tasks/types.js";
 import type { LeagueConfig, RatingConfig } from "./config.js";
+import type { SnapshotEvalSource } from "./eval-snapshots.js";
 import { type ModelMoveStats, ModelOpponent } from "./model-opponent.js";
 import { addSnapshot, isSnapshotSpec, newSnapshotEntry, type SnapshotEntry, snapshotDue } from "./pool.js";
 import { outcomeOf, Ratings, type RatingsJson } from "./ratings.js";
@@ -97,6 +98,23 @@ export class TrainingLeague {
     this.ratings.ensure(entry.spec, { mu: agent.mu, sigma: agent.sigma });
     this.snapshots = addSnapshot(this.snapshots, entry, l.maxSnapshots).pool;
     return true;
+  }
+
+  /**
+   * Where an evaluation finds this league's snapshots (`snapshot:latest` is the pool's newest now)
+   * and how they play: as in training. null without snapshots (ratings only).
+   */
+  evalSource(): SnapshotEvalSource | null {
+    const store = this.o.store;
+    if (!this.o.league || !store) return null;
+    return {
+      runDir: this.o.runDir,
+      pool: this.snapshots.map((s) => ({ ...s })),
+      play: this.o.play,
+      game: this.o.game,
+      task: this.o.task,
+      load: (dir, name) => store.load(dir, name),
+    };
   }
 
   /** Removes snapshot folders no kept checkpoint and not the pool names (after a checkpoint is saved). */

@@ -3,6 +3,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
 import { UsageError } from "../core/errors.js";
 import { LeagueSchema, RatingSchema } from "../league/config.js";
+import { isEvalSnapshotSpec, snapshotCellProblem } from "../league/pool.js";
 import { CELL_FORMATS } from "../tasks/cell-format.js";
 import { TICTACTOE_CELL_FORMATS } from "../tasks/tictactoe.js";
 
@@ -558,6 +559,7 @@ export const ConfigSchema = z
       });
     }
     checkLeague(c, twoPlayer, ctx);
+    checkSnapshotCells(c, ctx);
     const harder = c.eval.harder;
     if (harder !== null && c.game === "remote" && harder.env === null) {
       ctx.addIssue({
@@ -581,6 +583,32 @@ export const ConfigSchema = z
   });
 
 export type MageConfig = z.infer<typeof ConfigSchema>;
+
+/** Evaluation cells naming league snapshots (`snapshot:latest`, `snapshot:N`) need a league that takes them. */
+function checkSnapshotCells(
+  c: {
+    population: { league: unknown };
+    eval: { cells: { opponent: string }[]; scaling: { cells?: { opponent: string }[] } | null };
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const lists = [
+    { path: ["eval", "cells"], cells: c.eval.cells },
+    { path: ["eval", "scaling", "cells"], cells: c.eval.scaling?.cells ?? [] },
+  ];
+  for (const { path, cells } of lists) {
+    cells.forEach((cell, i) => {
+      const problem = snapshotCellProblem(cell.opponent);
+      if (problem) ctx.addIssue({ code: "custom", path: [...path, i, "opponent"], message: problem });
+      else if (isEvalSnapshotSpec(cell.opponent) && c.population.league === null)
+        ctx.addIssue({
+          code: "custom",
+          path: [...path, i, "opponent"],
+          message: `${cell.opponent} is one of the run's league snapshots: set population.league (with share: 0 snapshots are kept but never played)`,
+        });
+    });
+  }
+}
 
 /** `population.league` / `population.rate`: two-player games of the embedded model only. */
 function checkLeague(

@@ -1,5 +1,6 @@
 import { UsageError } from "../core/errors.js";
 import { loadGame } from "../games/registry.js";
+import type { SnapshotPlay } from "../league/eval-snapshots.js";
 import { embeddedSnapshotStore, type SnapshotStore } from "../league/snapshots.js";
 import { type LeagueState, TrainingLeague } from "../league/training.js";
 import { EmbeddedLearner } from "../learner/embedded.js";
@@ -22,7 +23,6 @@ export async function leagueForRun(
 ): Promise<TrainingLeague | null> {
   const { league, rate } = config.population;
   if (league === null && !rate) return null;
-  const knobs = taskKnobOptions(config.game, config.task).knobs;
   return new TrainingLeague({
     league,
     ratings: config.population.ratings,
@@ -30,11 +30,7 @@ export async function leagueForRun(
     runDir,
     game: await loadGame(config.game),
     task,
-    play: {
-      promptStyle: config.task.promptStyle,
-      sampling: { ...config.rollout.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
-      taskOptions: knobs ? { knobs } : {},
-    },
+    play: snapshotPlay(config),
     store: league ? snapshotStoreOf(backend) : null,
     snapshotMeta: {
       ...backend.describe,
@@ -47,6 +43,19 @@ export async function leagueForRun(
     },
     state,
   });
+}
+
+/**
+ * How a run's snapshots play, in training and in evaluations: the run's prompt style and task
+ * knobs, its rollout sampling and reply length.
+ */
+export function snapshotPlay(config: MageConfig): SnapshotPlay {
+  const knobs = taskKnobOptions(config.game, config.task).knobs;
+  return {
+    promptStyle: config.task.promptStyle,
+    sampling: { ...config.rollout.sampling, maxTokens: config.rollout.maxResponseTokens, stop: [] },
+    taskOptions: knobs ? { knobs } : {},
+  };
 }
 
 /** Snapshots of the run's learner; the embedded model only (the config check refuses a torch league). */

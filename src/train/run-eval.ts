@@ -1,6 +1,7 @@
 import { UsageError } from "../core/errors.js";
 import { type EvalCell, evaluate, HARDER_SEED_RANGE } from "../evaluate/evaluate.js";
 import { EvalProgressBar } from "../evaluate/progress.js";
+import { type SnapshotEvalSource, snapshotCells, withResolvedSnapshot } from "../league/eval-snapshots.js";
 import type { ContextOverflow } from "../rollout/runner.js";
 import type { TrialRecord } from "../rollout/types.js";
 import type { TaskDefinition } from "../tasks/registry.js";
@@ -44,6 +45,13 @@ export function runEvaluator(ctx: {
   progress: boolean;
   /** A served environment's harder set (`eval.harder.env`); the puzzles' is `task` with knobs. */
   harderTask?: TaskDefinition | null;
+  /**
+   * The run's league snapshots as they stand when an evaluation starts (cells naming
+   * `snapshot:latest` or `snapshot:N`); absent or null: the run keeps none.
+   */
+  snapshots?: () => SnapshotEvalSource | null;
+  /** Told of snapshot cells an evaluation skips (their snapshot not taken yet). */
+  log?: (m: string) => void;
 }): RunEval {
   const { config, task, maxTurns, backend } = ctx;
   const cells = defaultEvalCells(config, task);
@@ -56,10 +64,16 @@ export function runEvaluator(ctx: {
     const instanceSeeds = opts.instances === "every" ? await everyInstance(played) : undefined;
     await backend.learner.forgetCaches?.();
     // A real model's evaluation takes minutes: show trials and answers as they come.
+    const snap = await snapshotCells(scaling?.cells ?? cells, ctx.snapshots?.() ?? null);
+    if (snap.skipped.length > 0)
+      ctx.log?.(
+        `eval @${iteration}: skipped ${snap.skipped.map((c) => `${c.opponent} (agent ${c.seat})`).join(", ")}: no such snapshot yet`,
+      );
     const bar = ctx.progress ? new EvalProgressBar({ label: `eval @${iteration}` }) : null;
     const res = await evaluate(backend.evalPolicy, {
       task: played,
-      cells: scaling?.cells ?? cells,
+      cells: snap.cells,
+      ...(snap.makeOpponent ? { makeOpponent: snap.makeOpponent } : {}),
       trials,
       attempts,
       reflection: independent ? "none" : reflection,
@@ -80,7 +94,7 @@ export function runEvaluator(ctx: {
       attempts,
       trialsPerCell: res.trialsPerCell,
       ...(instanceSeeds ? { instances: "every" as const } : {}),
-      cells: res.cells,
+      cells: res.cells.map((c) => withResolvedSnapshot(c, snap.resolved)),
     } satisfies EvalSnapshot;
   };
 }

@@ -206,6 +206,8 @@ async function trainWith(opts: TrainOptions, ctx: RunContext): Promise<TrainResu
     maxTurns,
     backend,
     progress: opts.progress !== false,
+    snapshots: () => league?.evalSource() ?? null,
+    log,
   });
   const identity: RunIdentity = { config, meta: ctx.meta, baseModel: backend.baseModel };
 

@@ -3,9 +3,21 @@ import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "../../core/errors.js";
 import { type EvalCell, evaluate, formatCells, HARDER_SEED_RANGE } from "../../evaluate/evaluate.js";
 import { EvalProgressBar } from "../../evaluate/progress.js";
+import { loadGame } from "../../games/registry.js";
+import {
+  checkpointPool,
+  runDirOfCheckpoint,
+  type SnapshotCells,
+  snapshotCells,
+  snapshotsOnDisk,
+  withResolvedSnapshot,
+} from "../../league/eval-snapshots.js";
+import { isEvalSnapshotSpec, snapshotCellProblem } from "../../league/pool.js";
+import { loadEmbeddedPolicy } from "../../league/snapshots.js";
 import { serveCheckpointWithVllm } from "../../learner/torch/managed-vllm.js";
 import { openTorchCheckpoint } from "../../learner/torch/open-checkpoint.js";
 import { isTorchCheckpoint, readCheckpointMeta } from "../../model/checkpoint.js";
+import { EmbeddedPolicy } from "../../policy/embedded.js";
 import { type OpenedPolicy, openPolicy } from "../../policy/factory.js";
 import { parsePolicySpec } from "../../policy/spec.js";
 import { EVAL_SAMPLING } from "../../policy/types.js";
@@ -21,11 +33,13 @@ import { REFLECTION_TYPES } from "../../tasks/types.js";
 import {
   INSTANCE_MODES,
   KNOB_GAMES,
+  loadConfig,
   parseKnobsArg,
   readConfigFile,
   type TaskKnobs,
   taskKnobOptions,
 } from "../../train/config.js";
+import { snapshotPlay } from "../../train/league-setup.js";
 import { DEFAULT_POOLS, PRETRAIN_GAMES, type PretrainGame } from "../../train/pretrain/corpus.js";
 import { REPORT_FILE } from "../../train/pretrain/run.js";
 import { everyInstance } from "../../train/run-eval.js";
@@ -54,6 +68,9 @@ const USAGE = [
   "          trained with (else the reference's 6x6 levels and (row, col) cells)",
   "  --harder: draw the levels from the harder set's seed range [2^32, 2^33) instead of [2^16, 2^32)",
   "  --policy: checkpoint:DIR, openai:URL#MODEL[?apiKeyEnv=NAME&...], gguf:PATH",
+  "  --opponent snapshot:latest|snapshot:N: with --checkpoint RUN of a run trained with population.league,",
+  "          its league snapshots (latest: the newest of the pool the checkpoint recorded), played as in",
+  "          training (the run's prompt style, knobs, rollout sampling and reply length)",
   "  --model: a Hugging Face model directory sampled by the PyTorch worker (e.g. a warm start of",
   "          `mage pretrain --backend torch`, whose game, compact prompts and 48-token replies it keeps);",
   "          --threads: the worker's CPU threads (default: one per core)",
@@ -349,6 +366,15 @@ async function evalCells(
   source: EvalSource,
 ): Promise<EvalCell[]> {
   const checkOpponent = async (spec: string, seat?: "first" | "second") => {
+    const problem = snapshotCellProblem(spec);
+    if (problem) throw new UsageError(`--opponent: ${problem}`);
+    if (isEvalSnapshotSpec(spec)) {
+      if (source.checkpointDir === undefined)
+        throw new UsageError(
+          `--opponent ${spec}: a run's league snapshots play against --checkpoint RUN (a run trained with population.league)`,
+        );
+      return;
+    }
     if (task.checkOpponent) await task.checkOpponent(spec, seat);
     else checkOpponentSpec(game, spec);
   };
@@ -433,6 +459,49 @@ async function openEvalPolicy(
   return { opened: await openTorchEval(resolved, meta, values.rollout), spec, meta };
 }
 
+/**
+ * The league snapshots of the checkpoint's run, when a cell names one (`snapshot:latest`: the
+ * newest of the pool the checkpoint recorded, else of the run's league/ folder), played as the
+ * run's training played them: its prompt style, knobs, rollout sampling and reply length.
+ */
+async function evalSnapshots(
+  cells: readonly EvalCell[],
+  checkpointDir: string | undefined,
+  opened: OpenedPolicy,
+  game: string,
+  task: TaskDefinition,
+): Promise<SnapshotCells> {
+  if (!cells.some((c) => isEvalSnapshotSpec(c.opponent))) return snapshotCells(cells, null);
+  const resolved = await checkpointArg(checkpointDir!, () => {});
+  const runDir = runDirOfCheckpoint(resolved);
+  if (runDir === null || !existsSync(join(runDir, "config.yaml")))
+    throw new UsageError(
+      `--opponent snapshot:…: ${checkpointDir} is not a training run's checkpoint (RUN/checkpoints/iter-N) or run directory`,
+    );
+  const config = loadConfig(join(runDir, "config.yaml"));
+  const pool = (await checkpointPool(resolved)) ?? (await snapshotsOnDisk(runDir));
+  if (pool.length === 0 && (await snapshotsOnDisk(runDir)).length === 0)
+    throw new UsageError(
+      `--opponent snapshot:…: the run ${runDir} has no league snapshots (population.league)`,
+    );
+  const kernels = opened.policy instanceof EmbeddedPolicy ? opened.policy.kernels : undefined;
+  const snap = await snapshotCells(cells, {
+    runDir,
+    pool,
+    play: snapshotPlay(config),
+    game: await loadGame(game),
+    task,
+    load: (dir, name) => loadEmbeddedPolicy(dir, name, kernels),
+  });
+  if (snap.skipped.length > 0)
+    throw new UsageError(
+      `--opponent: the run ${runDir} has no ${snap.skipped.map((c) => c.opponent).join(", ")} (snapshots kept: ${
+        (await snapshotsOnDisk(runDir)).map((e) => e.spec).join(", ") || "none"
+      })`,
+    );
+  return snap;
+}
+
 /** One trial's line of the `--out` file. */
 function trialLine(t: TrialRecord): string {
   const { trialId, opponent, seat, taskSeed, attempts, aborted, stopReason, memory } = t;
@@ -452,6 +521,7 @@ export const command: Command = {
     const instanceSeeds = await evalInstances(values, task);
     const { opened, spec, meta } = await openEvalPolicy(values, source);
     try {
+      const snapshots = await evalSnapshots(cells, source.checkpointDir, opened, game, task);
       const style = values.style ?? opened.promptStyle;
       if (style !== "compact" && style !== "full")
         throw new UsageError(`unknown --style "${style}"; valid choices: compact, full`);
@@ -479,6 +549,7 @@ export const command: Command = {
           },
           seed,
           taskOptions,
+          ...(snapshots.makeOpponent ? { makeOpponent: snapshots.makeOpponent } : {}),
           ...(values.harder ? { seedRange: HARDER_SEED_RANGE } : {}),
           ...(instanceSeeds ? { instanceSeeds } : {}),
           contextOverflow: (values["context-overflow"] ?? "stop") as ContextOverflow,
@@ -492,6 +563,7 @@ export const command: Command = {
         return reportAborted(err, opened, out);
       }
       progress?.finish();
+      result.cells = result.cells.map((c) => withResolvedSnapshot(c, snapshots.resolved));
       if (values.json) {
         console.log(JSON.stringify({ policy: spec, game, cells: result.cells, trialsFile: out }));
       } else {
