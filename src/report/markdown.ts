@@ -13,6 +13,7 @@ import {
 } from "./format.js";
 import type { LoadedSummary } from "./load.js";
 import { modelColumn } from "./model.js";
+import { ratingSection } from "./ratings.js";
 import { barChart, type LineSeries, lineChart, PALETTE, type Point } from "./svg.js";
 
 /**
@@ -319,8 +320,9 @@ function opponentsInHistory(methods: readonly Method[], prefix: string): string[
     for (const r of m.runs) {
       for (const h of r.summary.history) {
         for (const k of Object.keys(h)) {
-          if (k.startsWith(prefix) && !seen.includes(k.slice(prefix.length)))
-            seen.push(k.slice(prefix.length));
+          const o = k.slice(prefix.length);
+          // League snapshots come and go: their ratings are in the league section, not a curve each.
+          if (k.startsWith(prefix) && !o.startsWith("snapshot:") && !seen.includes(o)) seen.push(o);
         }
       }
     }
@@ -914,6 +916,12 @@ export function buildReport(runs: readonly LoadedSummary[], o: ReportOptions): R
     out.push(`## ${game}`, "");
     finalSection(ctx);
     periodicSection(ctx);
+    ratingSection(
+      out,
+      plots,
+      game,
+      ctx.methods.map((m) => ({ label: m.name, color: m.color, runs: m.runs.map((r) => r.summary) })),
+    );
     trainingSection(ctx);
   }
   return {

@@ -362,7 +362,8 @@ export function trainingCurves(ctx: Ctx, eg: ExperimentGame): void {
       for (const h of r.summary.history) {
         for (const k of Object.keys(h)) {
           const o = k.startsWith("final_score/") ? k.slice(12) : k.startsWith("success/") ? k.slice(8) : null;
-          if (o !== null && !opponents.includes(o)) opponents.push(o);
+          // League snapshots come and go: their ratings are in the league section, not a curve each.
+          if (o !== null && !o.startsWith("snapshot:") && !opponents.includes(o)) opponents.push(o);
         }
       }
     }

@@ -14,6 +14,7 @@ import {
 } from "./compare.js";
 import type { Experiment } from "./experiments.js";
 import { Plots, type Report, scoreFirst } from "./markdown.js";
+import { ratingSection } from "./ratings.js";
 import { isRealModelGame } from "./real-targets.js";
 import { ablationSection } from "./results-ablation.js";
 import { coinV2Missing, coinV2Section } from "./results-coin-v2.js";
@@ -82,6 +83,12 @@ function gameSection(ctx: Ctx, e: Experiment, eg: ExperimentGame): void {
   else if (isServedGame(eg)) servedSection(ctx, eg);
   else if (isRealModelGame(eg)) wallClockSection(ctx, eg);
   diversitySection(ctx, e.diversity, eg.game);
+  ratingSection(
+    ctx.out,
+    ctx.plots,
+    eg.game,
+    eg.methods.map((m) => ({ label: m.name, runs: m.runs.map((r) => r.summary) })),
+  );
   trainingCurves(ctx, eg);
 }
 
