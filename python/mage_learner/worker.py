@@ -194,6 +194,11 @@ class Worker:
 
         return export(self._learner(), req), {}
 
+    def op_push_weights(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        from .push import push_weights
+
+        return push_weights(self._learner(), req), {}
+
     def op_save(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
         return self._learner().save(req), {}
 

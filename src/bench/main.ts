@@ -17,6 +17,7 @@ const SECTIONS: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   env: () => import("./env.js"),
   servers: () => import("./servers.js"),
   real: () => import("./real.js"),
+  "vllm-push": () => import("./vllm-push.js"),
   logging: () => import("./logging.js"),
   memory: () => import("./memory.js"),
 };

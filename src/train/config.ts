@@ -179,6 +179,14 @@ export const TorchVllmSchema = z
     extraArgs: z.array(z.string()).default([]),
     /** How long the server may take to answer `GET /v1/models` after it is started. */
     startTimeoutS: z.number().positive().default(600),
+    /**
+     * How a LoRA run's weights reach the server after every update: `merged`, the adapter merged
+     * into the weights by the worker and reloaded by the server (which then samples with no
+     * adapter, about twice as fast on a CPU; docs/design.md), or `lora`, the adapter itself through
+     * vLLM's runtime LoRA API. Full fine-tuning always pushes the whole weights as `merged` does.
+     * Weight pushes run in one worker process (model.torch.processes: 1).
+     */
+    push: z.enum(["lora", "merged"]).default("merged"),
   })
   .strict();
 
@@ -310,17 +318,20 @@ export const ConfigSchema = z
               field,
               "is for a server you run (rollout: openai); rollout: vllm starts its own (settings in model.torch.vllm)",
             );
-          need(
-            t.lora !== null,
-            "lora",
-            "required with rollout: vllm: the managed server receives the weights as LoRA adapters; full " +
-              "fine-tuning through vLLM is not supported yet (use lora, or run vLLM yourself with rollout: openai and rolloutWeightsDir)",
-          );
-          if (t.lora !== null && t.lora.rank > VLLM_MAX_LORA_RANK)
+          const pushesWeights = t.lora === null || t.vllm.push === "merged";
+          if (pushesWeights && t.processes > 1)
+            ctx.addIssue({
+              code: "custom",
+              path: ["torch", "processes"],
+              message:
+                `${t.lora === null ? "full fine-tuning" : "vllm.push: merged"} with rollout: vllm writes the weights from one ` +
+                "worker process; use processes: 1, or LoRA with vllm.push: lora to train under FSDP",
+            });
+          if (!pushesWeights && t.lora !== null && t.lora.rank > VLLM_MAX_LORA_RANK)
             ctx.addIssue({
               code: "custom",
               path: ["torch", "lora", "rank"],
-              message: `at most ${VLLM_MAX_LORA_RANK} with rollout: vllm (vLLM's largest --max-lora-rank)`,
+              message: `at most ${VLLM_MAX_LORA_RANK} with rollout: vllm and vllm.push: lora (vLLM's largest --max-lora-rank)`,
             });
         }
       })

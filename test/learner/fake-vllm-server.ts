@@ -42,6 +42,8 @@ if (process.env.FAKE_VLLM_PIDS)
         VLLM_ALLOW_RUNTIME_LORA_UPDATING: process.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING ?? null,
         VLLM_CPU_NUM_OF_RESERVED_CPU: process.env.VLLM_CPU_NUM_OF_RESERVED_CPU ?? null,
         LD_PRELOAD: process.env.LD_PRELOAD ?? null,
+        VLLM_SERVER_DEV_MODE: process.env.VLLM_SERVER_DEV_MODE ?? null,
+        PYTHONPATH: process.env.PYTHONPATH ?? null,
       },
     }),
   );
@@ -57,6 +59,7 @@ if (mode !== "never-ready") {
   let chats = 0;
   await startFakeVllm({
     port,
+    log: (line) => console.log(line),
     onCall: () => {
       chats += 1;
       if (dieAfter > 0 && chats >= dieAfter) {

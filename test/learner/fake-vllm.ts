@@ -4,8 +4,10 @@
  * tokens are its UTF-8 bytes (reported as `token_id:N`, the form vLLM uses with
  * `return_tokens_as_token_ids`; byte ids are valid in mage's byte tokenizer) and deliberately
  * wrong log-probs (-0.5 each), and records every call to the weight-update endpoints
- * (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`, `/collective_rpc`) together with what
- * was on disk at that moment. GET /v1/models answers as vLLM's does once it is ready.
+ * (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`, `/collective_rpc`, `/reset_prefix_cache`)
+ * together with what was on disk at that moment (for `/collective_rpc`: in the directory its
+ * first argument names, else in `weightsDir`). GET /v1/models answers as vLLM's does once it is
+ * ready.
  */
 import { existsSync, readdirSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -14,7 +16,7 @@ import type { AddressInfo } from "node:net";
 export interface RecordedCall {
   path: string;
   body: any;
-  /** For load_lora_adapter: the files in lora_path when the call arrived. */
+  /** For load_lora_adapter: the files in lora_path when the call arrived (collective_rpc: see above). */
   files?: string[];
 }
 
@@ -28,7 +30,13 @@ export const FAKE_REPLY = "I bet.";
 export const FAKE_LOGPROB = -0.5;
 
 export async function startFakeVllm(
-  opts: { weightsDir?: string; port?: number; onCall?: (call: RecordedCall) => void } = {},
+  opts: {
+    weightsDir?: string;
+    port?: number;
+    onCall?: (call: RecordedCall) => void;
+    /** Gets an access-log line per request, as uvicorn's: `"POST /path HTTP/1.1" 200 {body}`. */
+    log?: (line: string) => void;
+  } = {},
 ): Promise<FakeVllm> {
   const calls: RecordedCall[] = [];
   const server: Server = createServer((req, res) => {
@@ -43,6 +51,12 @@ export async function startFakeVllm(
       }
       const path = req.url ?? "";
       const call: RecordedCall = { path, body };
+      if (opts.log)
+        res.on("finish", () =>
+          opts.log?.(
+            `INFO:     "${req.method} ${path} HTTP/1.1" ${res.statusCode} ${JSON.stringify(body ?? null)}`,
+          ),
+        );
       const json = (code: number, payload: unknown) => {
         res.writeHead(code, { "content-type": "application/json" });
         res.end(JSON.stringify(payload));
@@ -94,10 +108,17 @@ export async function startFakeVllm(
         return;
       }
       if (req.method === "POST" && path === "/collective_rpc") {
-        call.files =
-          opts.weightsDir && existsSync(opts.weightsDir) ? readdirSync(opts.weightsDir).sort() : [];
+        const arg = Array.isArray(body?.args) ? body.args[0] : undefined;
+        const dir = typeof arg === "string" ? arg : opts.weightsDir;
+        call.files = dir && existsSync(dir) ? readdirSync(dir).sort() : [];
         calls.push(call);
-        return json(200, { results: [null] });
+        if (typeof arg === "string" && call.files.length === 0)
+          return json(500, { error: { message: `no weights at ${arg}` } });
+        return json(200, { results: [typeof arg === "string" ? { seconds: 0.01, retied: false } : null] });
+      }
+      if (req.method === "POST" && path === "/reset_prefix_cache") {
+        calls.push(call);
+        return json(200, { success: true });
       }
       json(404, { error: { message: `no route ${req.method} ${path}` } });
     });

@@ -17,6 +17,7 @@ import {
   vllmServerArgs,
   vllmServerEnv,
 } from "../../src/learner/torch/vllm-server.js";
+import { PACKAGE_ROOT } from "../../src/learner/torch/worker.js";
 import { type TorchVllmConfig, TorchVllmSchema, validateConfig } from "../../src/train/config.js";
 import { type FakeMode, fakeVllmPython, readPids, survivors } from "./vllm-fakes.js";
 
@@ -70,6 +71,30 @@ describe("the managed vLLM server's command line and environment", () => {
     assert.ok(
       long.includes("40960") && !long.includes("--enable-lora") && !long.includes("--kv-cache-memory-bytes"),
     );
+    assert.ok(!long.includes("--worker-extension-cls"));
+  });
+
+  it("whole-weight pushes: mage's worker extension, the development endpoints, python/ on PYTHONPATH", () => {
+    const args = vllmServerArgs({
+      model: "/m",
+      servedName: "base",
+      port: 1,
+      loraRank: null,
+      weightPush: true,
+      dtype: "bfloat16",
+      contextLength: 8192,
+      kvCacheGiB: 1,
+      extraArgs: [],
+    }).join(" ");
+    assert.match(args, /--worker-extension-cls mage_learner\.vllm_ext\.MageWorkerExtension/);
+    assert.doesNotMatch(args, /--enable-lora/);
+    const env = vllmServerEnv({ PYTHONPATH: "/theirs" }, [], { weightPush: true });
+    assert.equal(env.VLLM_SERVER_DEV_MODE, "1");
+    assert.deepEqual(env.PYTHONPATH?.split(":"), [join(PACKAGE_ROOT, "python"), "/theirs"]);
+    assert.ok(existsSync(join(PACKAGE_ROOT, "python", "mage_learner", "vllm_ext.py")));
+    const plain = vllmServerEnv({}, []);
+    assert.equal(plain.VLLM_SERVER_DEV_MODE, undefined);
+    assert.equal(plain.PYTHONPATH, undefined);
   });
 
   it("uses every core, allows runtime LoRA, and preloads tcmalloc and libiomp5 only where they exist", () => {
@@ -106,9 +131,33 @@ describe("the managed vLLM server's command line and environment", () => {
         (e: unknown) => e instanceof UsageError && re.test(e.message),
       );
     const ok = torch({ rollout: "vllm", lora: { rank: 8 } }).model.torch;
-    assert.deepEqual(ok.vllm, { python: null, port: null, kvCacheGiB: 4, extraArgs: [], startTimeoutS: 600 });
-    fails({ rollout: "vllm" }, /model\.torch\.lora: required with rollout: vllm/);
-    fails({ rollout: "vllm", lora: { rank: 1024 } }, /model\.torch\.lora\.rank: at most 512/);
+    assert.deepEqual(ok.vllm, {
+      python: null,
+      port: null,
+      kvCacheGiB: 4,
+      extraArgs: [],
+      startTimeoutS: 600,
+      push: "merged",
+    });
+    // Full fine-tuning pushes whole weights; so does a merged LoRA push, from one worker process.
+    assert.equal(torch({ rollout: "vllm" }).model.torch.lora, null);
+    fails({ rollout: "vllm", processes: 2 }, /model\.torch\.processes: full fine-tuning with rollout: vllm/);
+    fails(
+      { rollout: "vllm", lora: { rank: 8 }, processes: 2 },
+      /model\.torch\.processes: vllm\.push: merged with rollout: vllm writes the weights from one worker process/,
+    );
+    assert.equal(
+      torch({ rollout: "vllm", lora: { rank: 8 }, processes: 2, vllm: { push: "lora" } }).model.torch
+        .processes,
+      2,
+    );
+    fails({ rollout: "vllm", lora: { rank: 8 }, vllm: { push: "adapter" } }, /model\.torch\.vllm\.push/);
+    // The LoRA rank matters only when adapters are served.
+    fails(
+      { rollout: "vllm", lora: { rank: 1024 }, vllm: { push: "lora" } },
+      /model\.torch\.lora\.rank: at most 512/,
+    );
+    assert.equal(torch({ rollout: "vllm", lora: { rank: 1024 } }).model.torch.lora?.rank, 1024);
     fails(
       { rollout: "vllm", lora: { rank: 8 }, rolloutUrl: "http://x/v1" },
       /model\.torch\.rolloutUrl: is for a server you run/,

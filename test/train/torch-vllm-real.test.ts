@@ -50,7 +50,9 @@ describe("mage train with the real vLLM CPU server", { skip: SKIP }, () => {
         "    microBatchTokens: 512",
         "    prefixCacheMB: 256",
         "    rollout: vllm",
-        "    vllm: { kvCacheGiB: 1, startTimeoutS: 600 }",
+        // The adapter pushes (the default, vllm.push: merged, is checked against the real server by
+        // `npm run bench -- vllm-push` and against a stand-in by torch-vllm.test.ts).
+        "    vllm: { kvCacheGiB: 1, startTimeoutS: 600, push: lora }",
         "task: { attempts: 2, reflection: history_and_reflection, promptStyle: compact }",
         "population: { opponents: [{ spec: aggressive, weight: 0.5 }, { spec: intermediate, weight: 0.5 }], seats: mixed }",
         "rollout: { tasksPerIteration: 2, groupSize: 2, maxResponseTokens: 48 }",

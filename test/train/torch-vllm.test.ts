@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { before, describe, it } from "node:test";
 import { command as evalCommand } from "../../src/cli/commands/eval.js";
 import { VllmServerError } from "../../src/learner/torch/vllm-server.js";
@@ -23,7 +23,12 @@ const LINUX = process.platform === "linux" ? false : "process groups: Linux";
 describe("mage train with a vLLM server it starts itself", { skip: NO_WORKER || LINUX }, () => {
   let root: string;
   let n = 0;
-  const write = (name: string, python: string, iterations: number) => {
+  const write = (
+    name: string,
+    python: string,
+    iterations: number,
+    o: { lora?: string; push?: string } = {},
+  ) => {
     const file = join(root, `${name}.yaml`);
     writeFileSync(
       file,
@@ -31,7 +36,7 @@ describe("mage train with a vLLM server it starts itself", { skip: NO_WORKER || 
         `name: ${name}`,
         "seed: 1",
         "game: kuhn",
-        `model: { backend: torch, torch: { path: ${JSON.stringify(join(root, "hf"))}, lora: { rank: 4 }, rollout: vllm, vllm: { python: ${JSON.stringify(python)}, startTimeoutS: 120 } } }`,
+        `model: { backend: torch, torch: { path: ${JSON.stringify(join(root, "hf"))}, lora: ${o.lora ?? "{ rank: 4 }"}, rollout: vllm, vllm: { python: ${JSON.stringify(python)}, startTimeoutS: 120, push: ${o.push ?? "merged"} } } }`,
         "task: { attempts: 2, maxTurns: 2 }",
         "population: { opponents: [{ spec: aggressive }] }",
         "rollout: { tasksPerIteration: 2, groupSize: 2, maxResponseTokens: 8 }",
@@ -50,12 +55,12 @@ describe("mage train with a vLLM server it starts itself", { skip: NO_WORKER || 
     await saveTinyHf(join(root, "hf"), { seed: 6, contextLength: 512 });
   });
 
-  it("starts the server on the run's model, pushes an adapter after every update, and stops it at the end", async () => {
+  it("starts the server on the run's model, pushes an adapter after every update (vllm.push: lora), and stops it at the end", async () => {
     const f = fake("ok");
     const out = join(root, "ok-run");
     const lines: string[] = [];
     await train({
-      config: loadConfig(write("ok", f.python, 2)),
+      config: loadConfig(write("ok", f.python, 2, { push: "lora" })),
       outDir: out,
       resume: false,
       progress: false,
@@ -121,6 +126,82 @@ describe("mage train with a vLLM server it starts itself", { skip: NO_WORKER || 
     assert.equal(byWorker.code, 0, byWorker.err);
     assert.equal(readPids(f.pidsFile).server, evalPids.server, "no server started");
   });
+
+  for (const kind of ["merged", "full"] as const)
+    it(`${kind === "merged" ? "vllm.push: merged: the adapter merged into the weights" : "full fine-tuning: the whole weights"}, written per push and reloaded by the server through mage's extension, its prefix cache emptied`, async () => {
+      const f = fake("ok");
+      const out = join(root, `${kind}-run`);
+      await train({
+        config: loadConfig(write(kind, f.python, 2, kind === "full" ? { lora: "null" } : {})),
+        outDir: out,
+        resume: false,
+        progress: false,
+        log: () => {},
+      });
+      const pids = readPids(f.pidsFile);
+      assert.deepEqual(await survivors([pids.server, pids.engine], 5_000), []);
+      const args = pids.argv.join(" ");
+      assert.doesNotMatch(args, /--enable-lora/, "the base model is served with no adapter");
+      assert.match(args, /--worker-extension-cls mage_learner\.vllm_ext\.MageWorkerExtension/);
+      assert.equal(pids.env.VLLM_SERVER_DEV_MODE, "1");
+      assert.ok(pids.env.PYTHONPATH?.split(":").includes(resolve("python")), String(pids.env.PYTHONPATH));
+
+      // The access log: per push one reload of a directory that held the weights (else the fake
+      // answers 500), then one prefix-cache reset, before any chat that follows.
+      const log = readFileSync(join(out, "vllm.log"), "utf8")
+        .split("\n")
+        .filter((l) => l.includes('HTTP/1.1"'));
+      const reloads = log.filter((l) => l.includes("/collective_rpc"));
+      assert.equal(reloads.length, 3, "at the start and after each of the 2 iterations");
+      const dirs = reloads.map((l) => {
+        assert.match(l, /" 200 /, l);
+        const body = JSON.parse(l.slice(l.indexOf("{")));
+        assert.equal(body.method, "mage_reload_weights");
+        return body.args[0] as string;
+      });
+      assert.deepEqual(
+        dirs.map((d) => d.slice(join(out, "served").length + 1)),
+        ["weights-000000-1", "weights-000001-2", "weights-000002-3"],
+      );
+      const order = log.map((l) =>
+        l.includes("/collective_rpc")
+          ? "R"
+          : l.includes("/reset_prefix_cache")
+            ? "C"
+            : l.includes("/chat/")
+              ? "g"
+              : "",
+      );
+      assert.match(order.join(""), /^RCg+RCg+RCg*$/, order.join(""));
+      assert.ok(!log.some((l) => l.includes("lora_adapter")));
+      assert.ok(log.filter((l) => l.includes("/chat/")).every((l) => l.includes('"model":"base"')));
+      // Only the last push's directory is left; it holds the weights of the final checkpoint.
+      assert.deepEqual(readdirSync(join(out, "served")), ["weights-000002-3"]);
+      assert.deepEqual(readdirSync(join(out, "served", "weights-000002-3")), ["model.safetensors"]);
+      if (kind !== "full") return;
+      // mage eval --checkpoint of a full fine-tuning run (refused before whole weights could be
+      // pushed): a server of its own on the base model, the checkpoint's weights reloaded into it.
+      const evaluated = await runCommand(evalCommand, [
+        "--checkpoint",
+        out,
+        "--opponent",
+        "cfr",
+        "--trials",
+        "1",
+        "--json",
+        "--quiet",
+        "--out",
+        join(root, "eval-full.jsonl"),
+      ]);
+      assert.equal(evaluated.code, 0, evaluated.err);
+      const evalPids = readPids(f.pidsFile);
+      assert.notEqual(evalPids.server, pids.server);
+      assert.match(
+        evalPids.argv.join(" "),
+        /--worker-extension-cls mage_learner\.vllm_ext\.MageWorkerExtension/,
+      );
+      assert.deepEqual(await survivors([evalPids.server, evalPids.engine], 5_000), []);
+    });
 
   it("a server that dies mid-run fails the run with its exit status and last lines, and leaves nothing behind", async () => {
     const f = fake("die-after:3");

@@ -300,6 +300,20 @@ export class TorchLearner implements TrainLearner {
     return reply.header.format === "peft-adapter" ? "peft-adapter" : "hf";
   }
 
+  /**
+   * The policy's weights as one safetensors file in `path` (replaced atomically) for a vLLM server
+   * to reload: with LoRA the adapter merged in, in `dtype` (float32, bfloat16, float16, or auto:
+   * the model config's). The worker's own model is unchanged. One worker process only.
+   */
+  async pushWeights(
+    path: string,
+    dtype: string,
+  ): Promise<{ path: string; merged: boolean; bytes: number; ms: number }> {
+    const reply = await this.worker.request("push_weights", { path: resolve(path), dtype });
+    const h = reply.header;
+    return { path: String(h.path), merged: h.merged === true, bytes: num(h.bytes), ms: num(h.ms) };
+  }
+
   async save(dir: string, run: RunStateInput): Promise<void> {
     await writeDirAtomic(dir, async (tmp) => {
       const saved = await this.saveWeights(join(tmp, TORCH_CHECKPOINT_FILES.learner));

@@ -1,7 +1,9 @@
 /**
  * `model.torch.rollout: vllm`: the vLLM server mage starts on the run's model (`vllm-server.ts`)
- * and the rollout policy that samples from it and receives every update's LoRA adapter
- * (`ServedRolloutPolicy`, the same push path as a server the user runs).
+ * and the rollout policy that samples from it and receives every update's weights
+ * (`ServedRolloutPolicy`): whole weights reloaded by the server (`model.torch.vllm.push: merged`,
+ * a LoRA adapter merged in; always for full fine-tuning), or the LoRA adapter itself
+ * (`vllm.push: lora`).
  *
  *   const server = await startManagedVllm(config.model.torch, { logFile: "RUN/vllm.log" });
  *   const policy = managedRolloutPolicy(server, learner, "RUN/served");
@@ -12,12 +14,11 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { UsageError } from "../../core/errors.js";
 import { type TorchModelConfig, TorchVllmSchema } from "../../train/config.js";
 import type { TorchLearner } from "./learner.js";
 import type { OpenedTorchCheckpoint } from "./open-checkpoint.js";
 import { ServedRolloutPolicy } from "./served.js";
-import { VllmServer, type VllmServerOptions } from "./vllm-server.js";
+import { type VllmPush, VllmServer, type VllmServerOptions } from "./vllm-server.js";
 
 /** The name the managed server gives the base model (adapters are named per push). */
 export const MANAGED_BASE_NAME = "base";
@@ -33,6 +34,11 @@ function configContextLength(dir: string): number {
   }
 }
 
+/** How `torch`'s weights reach the managed server: adapters only for LoRA with `vllm.push: lora`. */
+export function managedPush(torch: TorchModelConfig): VllmPush {
+  return torch.lora !== null && torch.vllm.push === "lora" ? "lora" : "weights";
+}
+
 /** Starts the server of `rollout: vllm` on `modelDir` (default `torch.path`). */
 export function startManagedVllm(
   torch: TorchModelConfig,
@@ -44,6 +50,7 @@ export function startManagedVllm(
     servedName: MANAGED_BASE_NAME,
     vllm: torch.vllm,
     loraRank: torch.lora?.rank ?? null,
+    push: managedPush(torch),
     dtype: torch.dtype,
     contextLength: configContextLength(model),
     logFile: opts.logFile ?? null,
@@ -51,7 +58,10 @@ export function startManagedVllm(
   });
 }
 
-/** Rollouts from a managed server; `push()` saves the learner's adapter under `adapterDir` and loads it. */
+/**
+ * Rollouts from a managed server; `push()` writes the learner's adapter or weights (as the server
+ * was started to take them) under `adapterDir` and has the server load them.
+ */
 export function managedRolloutPolicy(
   server: VllmServer,
   learner: TorchLearner,
@@ -62,29 +72,28 @@ export function managedRolloutPolicy(
     learner,
     baseUrl: server.baseUrl,
     model: MANAGED_BASE_NAME,
-    lora: true,
+    lora: server.push === "lora",
     adapterDir,
     weightsDir: null,
+    reload: server.push === "weights" ? { dtype: server.dtype } : null,
     serverFailure: () => (server.exit ? server.deathError() : null),
     ...(fetchFn ? { fetch: fetchFn } : {}),
   });
 }
 
 /**
- * A torch run checkpoint's LoRA adapter served by a managed vLLM server on the base model it was
- * trained from (`mage eval --checkpoint` of a `rollout: vllm` run). The adapter is saved from the
- * opened worker into a temporary directory and loaded; `close()` stops the server and removes it.
+ * A torch run checkpoint served by a managed vLLM server on the base model it was trained from
+ * (`mage eval --checkpoint` of a `rollout: vllm` run): its weights (an adapter merged in, or the
+ * adapter itself with `vllm.push: lora`) are written from the opened worker into a temporary
+ * directory and loaded; `close()` stops the server and removes it.
  */
 export async function serveCheckpointWithVllm(
   opened: OpenedTorchCheckpoint,
   overrides?: Partial<VllmServerOptions>,
 ): Promise<{ policy: ServedRolloutPolicy; server: VllmServer; close(): Promise<void> }> {
   const { info } = opened;
-  if (info.saved !== "peft-adapter" || !info.torch.lora)
-    throw new UsageError(
-      "--rollout vllm: this checkpoint holds full weights, and mage's vLLM server takes LoRA adapters only; evaluate it with --rollout worker",
-    );
-  const torch: TorchModelConfig = { ...info.torch, vllm: info.torch.vllm ?? TorchVllmSchema.parse({}) };
+  // The opened worker is one process whatever the run used, so whole weights can be pushed. A checkpoint written before a field existed gets its default.
+  const torch: TorchModelConfig = { ...info.torch, vllm: TorchVllmSchema.parse(info.torch.vllm ?? {}) };
   const server = await startManagedVllm(torch, {
     modelDir: info.basePath,
     ...(overrides ? { overrides } : {}),

@@ -12,6 +12,14 @@
  *   from (`vllm serve DIR`), then asks the server to reload them from disk:
  *   `POST /collective_rpc {"method": "reload_weights"}` (vLLM's development endpoint; start the
  *   server with `VLLM_SERVER_DEV_MODE=1`).
+ * - Reloaded weights (`reload`, the server mage starts with `vllm.push: merged` or full
+ *   fine-tuning): the worker writes the policy's weights, a LoRA adapter merged in, as one
+ *   safetensors file into a NEW directory per push (`RUN/served/weights-NNNNNN-k`, the worker's
+ *   `push_weights`), the server reloads them in place through mage's worker extension
+ *   (`POST /collective_rpc {"method": "mage_reload_weights", "args": [DIR]}`,
+ *   `python/mage_learner/vllm_ext.py`), its prefix cache is emptied (`POST /reset_prefix_cache`:
+ *   cached keys and values belong to the old weights), and the previous directory is deleted.
+ *   Rollouts keep asking for the base model's name.
  *
  * The server's log-probs are not the learner's (another kernel, maybe another dtype), so the
  * trainer recomputes the old log-probs with the learner before every update; the server must
@@ -37,6 +45,11 @@ export interface ServedRolloutOptions {
   adapterDir: string;
   /** The directory the server loads full weights from (full fine-tuning). */
   weightsDir: string | null;
+  /**
+   * Push whole weights (merged with LoRA) for mage's worker extension to reload, written in this
+   * dtype (the server's `--dtype`); takes precedence over `lora` and `weightsDir`.
+   */
+  reload?: { dtype: string } | null;
   /** Extra options of the chat policy (tests: fetch, retries, timeouts). */
   policy?: Partial<OpenAIChatPolicyOptions>;
   fetch?: typeof fetch;
@@ -51,6 +64,7 @@ export class ServedRolloutPolicy implements Policy {
   readonly name: string;
   private chat: OpenAIChatPolicy;
   private adapter: { name: string; path: string } | null = null;
+  private weights: string | null = null;
   private pushes = 0;
   private readonly local: TorchPolicy;
   private readonly root: string;
@@ -118,7 +132,7 @@ export class ServedRolloutPolicy implements Policy {
     return out;
   }
 
-  private async post(url: string, body: unknown): Promise<void> {
+  private async post(url: string, body: unknown): Promise<string> {
     let res: Response;
     try {
       res = await this.fetchFn(url, {
@@ -133,12 +147,47 @@ export class ServedRolloutPolicy implements Policy {
       const text = (await res.text()).slice(0, 300);
       throw new Error(`rollout server: POST ${url} answered ${res.status}: ${text}`);
     }
-    await res.text();
+    return res.text();
+  }
+
+  /**
+   * Empties the server's prefix cache. vLLM refuses (`success: false`) while blocks are held by
+   * running requests; pushes come between iterations, so that is retried briefly, then an error.
+   */
+  private async resetPrefixCache(): Promise<void> {
+    const url = `${this.root}/reset_prefix_cache`;
+    for (let attempt = 0; ; attempt++) {
+      const text = await this.post(url, {});
+      let ok = true;
+      try {
+        ok = (JSON.parse(text) as { success?: unknown }).success !== false;
+      } catch {
+        // Older servers answer 200 with no body: done.
+      }
+      if (ok) return;
+      if (attempt >= 20)
+        throw new Error(
+          `rollout server: POST ${url} kept answering success: false (requests still running?); the new weights ` +
+            "would meet keys and values cached under the old ones",
+        );
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
 
   /** Sends the learner's current weights to the server (see the file comment). */
   async push(tag: number): Promise<void> {
     this.pushes += 1;
+    if (this.o.reload) {
+      const name = `weights-${String(tag).padStart(6, "0")}-${this.pushes}`;
+      const path = resolve(join(this.o.adapterDir, name));
+      await this.o.learner.pushWeights(path, this.o.reload.dtype);
+      await this.post(`${this.root}/collective_rpc`, { method: "mage_reload_weights", args: [path] });
+      await this.resetPrefixCache();
+      const previous = this.weights;
+      this.weights = path;
+      if (previous) await rm(previous, { recursive: true, force: true });
+      return;
+    }
     if (this.o.lora) {
       const name = `mage-${String(tag).padStart(6, "0")}-${this.pushes}`;
       const path = resolve(join(this.o.adapterDir, name));

@@ -19,7 +19,14 @@
  *   top-k) must not change what mage asked for;
  * - `--kv-cache-memory-bytes`: on a CPU, vLLM's own sizing reserves 92% of ALL memory and refuses
  *   to start when other processes hold some;
- * - `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`: the runtime LoRA API the weight pushes use.
+ * - `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`: the runtime LoRA API the adapter pushes use.
+ *
+ * Whole-weight pushes (`model.torch.vllm.push: merged`, and full fine-tuning): no `--enable-lora`
+ * (the point: vLLM samples the base model about twice as fast on a CPU as with an adapter active),
+ * `--worker-extension-cls mage_learner.vllm_ext.MageWorkerExtension` with `python/` on PYTHONPATH
+ * (the reload that keeps a tied output head tied; `python/mage_learner/vllm_ext.py`), and
+ * `VLLM_SERVER_DEV_MODE=1`, which opens the endpoints the push calls (`/collective_rpc`,
+ * `/reset_prefix_cache`) on the loopback server.
  *
  * Process handling. The server runs under `python/mage_learner/server_guard.py` in a new process
  * group (vLLM's engine and worker processes join it). `stop()` sends SIGTERM to the group, and
@@ -36,6 +43,12 @@ import { delimiter, dirname, join } from "node:path";
 import { ExternalFailure, UsageError, withOutputTail } from "../../core/errors.js";
 import type { TorchModelConfig, TorchVllmConfig } from "../../train/config.js";
 import { PACKAGE_ROOT } from "./worker.js";
+
+/** vLLM's worker extension that reloads pushed weights (`python/mage_learner/vllm_ext.py`). */
+export const VLLM_WORKER_EXTENSION = "mage_learner.vllm_ext.MageWorkerExtension";
+
+/** How the learner's weights reach the server: LoRA adapters, or whole weights reloaded from disk. */
+export type VllmPush = "lora" | "weights";
 
 /** The ranks vLLM accepts for `--max-lora-rank`. */
 export const VLLM_LORA_RANKS = [1, 8, 16, 32, 64, 128, 256, 320, 512] as const;
@@ -91,6 +104,8 @@ export interface VllmArgsInput {
   port: number;
   /** The LoRA rank to serve; null: no LoRA. */
   loraRank: number | null;
+  /** Whole weights are pushed (reloaded through mage's worker extension). */
+  weightPush?: boolean;
   dtype: TorchModelConfig["dtype"];
   /** The model's context length (the learner's): no chunked prefill means a batch holds a whole prompt. */
   contextLength: number;
@@ -103,6 +118,7 @@ export function vllmServerArgs(a: VllmArgsInput): string[] {
   const args = ["--model", a.model, "--served-model-name", a.servedName, "--host", "127.0.0.1"];
   args.push("--port", String(a.port));
   if (a.loraRank !== null) args.push("--enable-lora", "--max-lora-rank", String(maxLoraRankFor(a.loraRank)));
+  if (a.weightPush) args.push("--worker-extension-cls", VLLM_WORKER_EXTENSION);
   args.push("--dtype", a.dtype, "--generation-config", "vllm");
   // Seeded requests split by chunked prefill crash the CPU engine (issue 57): off while that stands.
   args.push(
@@ -115,8 +131,15 @@ export function vllmServerArgs(a: VllmArgsInput): string[] {
   return args;
 }
 
-/** The server's environment: the issue-57 settings on top of `base` (which wins where it sets them). */
-export function vllmServerEnv(base: NodeJS.ProcessEnv, preloads: readonly string[]): NodeJS.ProcessEnv {
+/**
+ * The server's environment: the issue-57 settings on top of `base` (which wins where it sets them);
+ * with `weightPush`, the development endpoints and mage's `python/` directory for the extension.
+ */
+export function vllmServerEnv(
+  base: NodeJS.ProcessEnv,
+  preloads: readonly string[],
+  opts: { weightPush?: boolean } = {},
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...base,
     VLLM_ALLOW_RUNTIME_LORA_UPDATING: "True",
@@ -126,6 +149,11 @@ export function vllmServerEnv(base: NodeJS.ProcessEnv, preloads: readonly string
     HF_HUB_OFFLINE: "1",
     PYTHONUNBUFFERED: "1",
   };
+  if (opts.weightPush) {
+    env.VLLM_SERVER_DEV_MODE = "1";
+    const py = join(PACKAGE_ROOT, "python");
+    env.PYTHONPATH = base.PYTHONPATH ? `${py}${delimiter}${base.PYTHONPATH}` : py;
+  }
   const preload = [...preloads, ...(base.LD_PRELOAD ? [base.LD_PRELOAD] : [])].join(":");
   if (preload) env.LD_PRELOAD = preload;
   else delete env.LD_PRELOAD;
@@ -151,6 +179,8 @@ export interface VllmServerOptions {
   /** `model.torch.vllm`. */
   vllm: TorchVllmConfig;
   loraRank: number | null;
+  /** How weights are pushed (default: lora). */
+  push?: VllmPush;
   dtype: TorchModelConfig["dtype"];
   contextLength: number;
   /** Where the server's output goes (appended); null: kept in memory only (the last lines). */
@@ -255,6 +285,10 @@ export class VllmServer {
     readonly logFile: string | null,
     private readonly graceMs: number,
     onOutput: ((line: string) => void) | undefined,
+    /** How the learner's weights reach this server. */
+    readonly push: VllmPush,
+    /** The dtype it computes in (`--dtype`): pushed weights are written in it. */
+    readonly dtype: TorchModelConfig["dtype"],
   ) {
     this.baseUrl = `http://127.0.0.1:${port}/v1`;
     this.onOutput =
@@ -292,6 +326,7 @@ export class VllmServer {
         );
       port = o.vllm.port;
     } else port = await freePort();
+    const push = o.push ?? "lora";
     const serverArgv = o.command
       ? o.command.map((a) => a.replaceAll("{port}", String(port)))
       : [
@@ -302,7 +337,8 @@ export class VllmServer {
             model: o.model,
             servedName: o.servedName,
             port,
-            loraRank: o.loraRank,
+            loraRank: push === "lora" ? o.loraRank : null,
+            weightPush: push === "weights",
             dtype: o.dtype,
             contextLength: o.contextLength,
             kvCacheGiB: o.vllm.kvCacheGiB,
@@ -313,7 +349,7 @@ export class VllmServer {
     const guard = join(PACKAGE_ROOT, "python", "mage_learner", "server_guard.py");
     const argv = [python, guard, "--grace", String(graceMs / 1000), "--", ...serverArgv];
     const child = spawn(argv[0], argv.slice(1), {
-      env: vllmServerEnv(baseEnv, vllmPreloads(python)),
+      env: vllmServerEnv(baseEnv, vllmPreloads(python), { weightPush: push === "weights" }),
       // stdin stays open and unused: the guard takes its end as the sign that mage went away.
       stdio: ["pipe", "pipe", "pipe"],
       detached: true,
@@ -332,7 +368,7 @@ export class VllmServer {
     child.unref();
     for (const s of [child.stdin, child.stdout, child.stderr])
       (s as unknown as { unref?: () => void })?.unref?.();
-    const server = new VllmServer(child, port, python, o.logFile ?? null, graceMs, o.onOutput);
+    const server = new VllmServer(child, port, python, o.logFile ?? null, graceMs, o.onOutput, push, o.dtype);
     server.line(`mage: started ${serverArgv.join(" ")} (process group ${pgid})`);
     try {
       await server.waitReady(o.vllm.startTimeoutS * 1000);
