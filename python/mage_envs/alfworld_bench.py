@@ -1,7 +1,9 @@
-"""Restart cost and memory of the ALFWorld adapter (docs/environments.md).
+"""Restart, step cost, memory and worker processes of the ALFWorld adapter (docs/environments.md).
 
     python -m mage_envs.alfworld_bench [--games 3] [--restarts 10]
     python -m mage_envs.alfworld_bench --sessions 40
+    python -m mage_envs.alfworld_bench --steps 40
+    python -m mage_envs.alfworld_bench --pool 1,2 [--sessions 16] [--seconds 15]
 
 For games spread over valid_seen: a session plays one step, then restarts, `--restarts` times (wall
 and CPU time of each restart); then TextWorld's own reset of the same game, what the stock pipeline
@@ -14,6 +16,11 @@ valid_seen games: TextWorld's stock environment under ALFWorld's wrappers with t
 they use; a session's `/step` now (no facts, no expert, `alfworld_textgen`'s grammar); and a session
 asked for the expert after every step, as a warm start's corpus does.
 
+`--pool 1,2`: the server's worker processes (`worker_processes.py`) at each count, driven directly
+from threads (no HTTP): `--sessions` sessions (default 16) created at once (creates/s), then stepped
+at once for `--seconds` with random admissible commands, restarted when done (steps/s), each
+worker's CPU per step and resident memory.
+
 `--sessions N`: the memory a live session holds (the process's resident set over N sessions of
 games spread over valid_seen, each after 5 steps and a restart), then after every one is closed
 and N more are built (closed sessions' planner libraries are reused, so it should not grow); the
@@ -24,13 +31,17 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from .alfworld_expert import AlfworldExpert
-from .alfworld_server import SESSION_BYTES, AlfworldEnv, AlfworldSession, offered, start_game
+from .alfworld_server import (SESSION_BYTES, THREADS_PER_WORKER, AlfworldEnv, AlfworldSession, offered, start_game,
+                              worker_env)
 from .protocol import CreateArgs
+from .worker_processes import ProcessEnvironment
 
 
 def resident_bytes() -> int:
@@ -128,6 +139,62 @@ def step_cost(games: int, steps: int) -> int:
     return 0
 
 
+def _proc(pid: int) -> tuple[float, int]:
+    """A process's CPU seconds so far and resident bytes (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(") ", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    return cpu, rss
+
+
+def pool_scaling(counts: list[int], sessions: int, seconds: float) -> int:
+    config = {"split": "valid_seen", "taskTypes": "all", "maxSteps": 30}
+    kept = len(AlfworldEnv().games("valid_seen", [1, 2, 3, 4, 5, 6]))
+    print(f"{sessions} sessions at once, {seconds:g} s of steps; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for n in counts:
+        pool = ProcessEnvironment(AlfworldEnv(), worker_env, (None,), n, preload=["mage_envs.alfworld_server"])
+        try:
+            idle = [_proc(w.pid)[1] for w in pool.workers]
+            with ThreadPoolExecutor(max_workers=THREADS_PER_WORKER * n) as ex:
+                t0 = time.perf_counter()
+                built = list(ex.map(lambda i: pool.create(CreateArgs(config=config, seed=i * kept // sessions,
+                                                                     opponent_seed=0, opponent=None, seat=None)),
+                                    range(sessions)))
+                create_s = time.perf_counter() - t0
+                before = [_proc(w.pid)[0] for w in pool.workers]
+                deadline = time.perf_counter() + seconds
+
+                def play(k: int) -> int:
+                    s, rng, steps = built[k], random.Random(k), 0
+                    legal = s.state()["legalActions"]
+                    while time.perf_counter() < deadline:
+                        reply = s.step(f"<action>{legal[rng.randrange(len(legal))]}</action>")
+                        steps += 1
+                        if s.done:
+                            s.restart()
+                            legal = s.state()["legalActions"]
+                        else:
+                            legal = reply["legalActions"]
+                    return steps
+
+                t0 = time.perf_counter()
+                steps = sum(ex.map(play, range(sessions)))
+                step_s = time.perf_counter() - t0
+            used = [_proc(w.pid) for w in pool.workers]
+            cpu = sum(u[0] for u in used) - sum(before)
+            print(f"{n} worker(s): {sessions / create_s:.2f} creates/s; {steps / step_s:.1f} steps/s "
+                  f"({steps} steps); worker CPU {1000 * cpu / steps:.2f} ms a step; resident MB per worker "
+                  f"idle {statistics.mean(idle) / 1e6:.0f}, with {sessions // n} sessions "
+                  f"{statistics.mean(u[1] for u in used) / 1e6:.0f}")
+            for s in built:
+                s.close()
+        finally:
+            pool.close()
+    return 0
+
+
 def quantiles(xs: list[float]) -> str:
     s = sorted(xs)
     return f"median {statistics.median(s):.1f} p90 {s[int(len(s) * 0.9)]:.1f} max {s[-1]:.1f}"
@@ -139,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restarts", type=int, default=10)
     ap.add_argument("--sessions", type=int, default=0, help="measure the memory of this many live sessions instead")
     ap.add_argument("--steps", type=int, default=0, help="measure the cost of this many steps per game instead")
+    ap.add_argument("--pool", default="", help="measure the worker processes at these counts instead (1,2)")
+    ap.add_argument("--seconds", type=float, default=15.0, help="--pool: seconds of steps at each count")
     a = ap.parse_args(argv)
+    if a.pool:
+        return pool_scaling([int(x) for x in a.pool.split(",")], a.sessions or 16, a.seconds)
     if a.sessions > 0:
         return memory(a.sessions)
     if a.steps > 0:
