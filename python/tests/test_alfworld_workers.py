@@ -172,6 +172,9 @@ def test_workers_build_the_expert_only_for_a_session_that_asks_and_close_what_th
     assert {s["pid"]: s for s in pool.stats()}[w.pid]["expertsBuilt"] == after[w.pid]["expertsBuilt"] + 1
     c.ok("/close", {"session": a["session"]})
     assert {s["pid"]: s for s in pool.stats()}[w.pid]["sessions"] == after[w.pid]["sessions"] - 1
+    # an adapter's own error, raised in a worker, is the same reply as in-process
+    status, err = c.call("/create", {"env": "alfworld", "seed": 0, "config": {"taskTypes": "7"}})
+    assert status == 400 and err["error"]["kind"] == "bad_config" and err["error"]["field"] == "config.taskTypes"
 
 
 def test_an_expert_asked_late_advises_as_one_that_followed_from_the_start(cache: Path) -> None:
