@@ -85,10 +85,14 @@ def _answer(env: Environment, sessions: dict[int, Session], counter: list[int], 
     raise EnvError("internal", f"unknown worker call {op}")
 
 
-def _serve(conn: multiprocessing.connection.Connection, factory: Callable[..., Environment], args: tuple[Any, ...]) -> None:
+def _serve(conn: multiprocessing.connection.Connection, factory: Callable[..., Environment], args: tuple[Any, ...],
+           environ: dict[str, str]) -> None:
     """A worker's loop: builds its environment, then answers one message at a time until the pipe closes."""
     # A terminal's Ctrl-C reaches the whole process group: the server stops its workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The server's environment variables as they are now (the fork server kept those of its start).
+    os.environ.clear()
+    os.environ.update(environ)
     try:
         env = factory(*args)
     except BaseException as e:  # noqa: BLE001 - reported to the server, which stops
@@ -298,8 +302,8 @@ class ProcessEnvironment(Environment):
 
     def _start(self, slot: int) -> Worker:
         ours, theirs = self._context.Pipe()
-        process = self._context.Process(target=_serve, args=(theirs, self._factory, self._args), daemon=True,
-                                        name=f"{self.name}-worker-{slot}")
+        process = self._context.Process(target=_serve, args=(theirs, self._factory, self._args, dict(os.environ)),
+                                        daemon=True, name=f"{self.name}-worker-{slot}")
         process.start()
         theirs.close()
         if not ours.poll(START_SECONDS):

@@ -4,6 +4,7 @@ call, a worker that cannot build its environment stops the start with why."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,11 @@ from mage_envs.worker_processes import ProcessEnvironment, RemoteSession
 
 def broken_env() -> Environment:
     raise OSError("no engine here")
+
+
+class ProbeEnv(SleepyEnv):
+    def stats(self) -> dict[str, str | None]:
+        return {"probe": os.environ.get("MAGE_TEST_WORKER_ENV")}
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +92,18 @@ def test_the_server_answers_through_the_workers(pool: ProcessEnvironment) -> Non
 def test_a_worker_that_cannot_build_its_environment_stops_the_start() -> None:
     with pytest.raises(RuntimeError, match="could not build its environment: OSError: no engine here"):
         ProcessEnvironment(SleepyEnv(), broken_env, (), 1)
+
+
+def test_a_worker_sees_the_servers_environment_as_it_is_when_the_worker_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAGE_TEST_WORKER_ENV", "first")
+    p = ProcessEnvironment(SleepyEnv(), ProbeEnv, (), 1)
+    try:
+        assert p.stats()[0]["probe"] == "first"
+    finally:
+        p.close()
+    monkeypatch.setenv("MAGE_TEST_WORKER_ENV", "second")  # the fork server, already running, kept "first"
+    p = ProcessEnvironment(SleepyEnv(), ProbeEnv, (), 1)
+    try:
+        assert p.stats()[0]["probe"] == "second"
+    finally:
+        p.close()
