@@ -8,3 +8,6 @@ export const EXPERIMENT_FORMAT = "mage-experiment-v1";
 
 /** A diversity measurement (`mage diversity`, read by `mage report`). */
 export const DIVERSITY_FORMAT = "mage-diversity-v1";
+
+/** A Kuhn exploitability measurement (`mage exploitability --out`, read by `mage report`). */
+export const EXPLOITABILITY_FORMAT = "mage-exploitability-v1";

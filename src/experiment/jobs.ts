@@ -17,7 +17,7 @@ import {
  */
 export interface Job {
   id: string;
-  kind: "pretrain" | "train" | "diversity";
+  kind: "pretrain" | "train" | "diversity" | "exploitability";
   /** The `mage` arguments, or a function giving them when the job starts (null: nothing to do). */
   args: string[] | (() => string[] | null);
   logFile: string;
@@ -180,6 +180,53 @@ export function diversityJobsOf(
         ];
       },
       logFile: join(run.runDir, "diversity.log"),
+      deps: trainJob ? [trainJob] : [],
+      state: "pending",
+    });
+  }
+  return jobs;
+}
+
+/** Jobs that measure a finished run's model (no run record of their own). */
+export function isMeasurement(j: Job): boolean {
+  return j.kind === "diversity" || j.kind === "exploitability";
+}
+
+/** The grid's `exploitability` measurements not taken yet: each trained run's final model (Kuhn). */
+export function exploitabilityJobsOf(plan: ExperimentPlan, trainJobs: readonly Job[]): Job[] {
+  const spec = plan.spec.exploitability;
+  if (!spec) return [];
+  const dir = join(plan.resultsDir, "exploitability");
+  mkdirSync(dir, { recursive: true });
+  const jobs: Job[] = [];
+  for (const run of plan.runs) {
+    if (!run.config.train.updates) continue;
+    const out = join(dir, `${run.method}-s${run.seed}.json`);
+    const trainJob = trainJobs.find((j) => j.run === run);
+    if (existsSync(out) && !trainJob) continue;
+    if (!trainJob && readFinalSummary(run.summaryPath) === null) continue;
+    jobs.push({
+      id: `exploitability ${run.method}-s${run.seed}`,
+      kind: "exploitability",
+      args: () => {
+        const ck = finalCheckpoint(run.runDir);
+        if (!ck) return null;
+        return [
+          "exploitability",
+          "--checkpoint",
+          ck,
+          "--samples",
+          String(spec.samples),
+          "--seed",
+          String(run.seed),
+          "--max-tokens",
+          String(run.config.rollout.maxResponseTokens),
+          "--quiet",
+          "--out",
+          out,
+        ];
+      },
+      logFile: join(run.runDir, "exploitability.log"),
       deps: trainJob ? [trainJob] : [],
       state: "pending",
     });

@@ -5,7 +5,7 @@ import { formatMissedTargets } from "../train/pretrain/target-text.js";
 import { findBaseConflict, rebuiltBaseWarning, refusal } from "./base-check.js";
 import { readBaseTargets } from "./base-targets.js";
 import type { GridBook } from "./grid-record.js";
-import { type Job, wallSecondsOf } from "./jobs.js";
+import { isMeasurement, type Job, wallSecondsOf } from "./jobs.js";
 import { incompleteTraining, readFinalSummary } from "./plan-state.js";
 import type { ExperimentPlan, PlannedPretrain } from "./spec.js";
 
@@ -85,7 +85,7 @@ function settle(job: Job, ok: boolean, ctx: LaunchContext): void {
   if (!ok && ctx.stopping()) {
     job.state = "stopped";
     if (job.run) ctx.book.recordOf(job.run).status = "pending";
-  } else if (job.kind === "diversity") {
+  } else if (isMeasurement(job)) {
     job.state = ok ? "done" : "failed";
   } else if (job.kind === "pretrain" && job.pretrain) {
     settlePretrain(job, job.pretrain, ok, ctx);

@@ -5,7 +5,15 @@ import { UsageError } from "../core/errors.js";
 import { collectRunMeta, SOURCE_COMMIT_ENV, SOURCE_DIRTY_ENV } from "../train/run-meta.js";
 import { findBaseConflict, rebuiltBaseWarning, refusal } from "./base-check.js";
 import { type ExperimentRecord, GridBook } from "./grid-record.js";
-import { diversityJobsOf, dropUnneededPretrains, type Job, pretrainJobsOf, trainJobsOf } from "./jobs.js";
+import {
+  diversityJobsOf,
+  dropUnneededPretrains,
+  exploitabilityJobsOf,
+  isMeasurement,
+  type Job,
+  pretrainJobsOf,
+  trainJobsOf,
+} from "./jobs.js";
 import { formatClock, type LaunchContext, startJob, warnMissedTargets } from "./launch.js";
 import type { ExperimentPlan } from "./spec.js";
 import { checkNoStaleRuns } from "./stale.js";
@@ -110,9 +118,10 @@ async function runLocked(
     elapsed,
   });
   const measurements = jobs.filter((j) => j.kind === "diversity").length;
+  const exploitability = jobs.filter((j) => j.kind === "exploitability").length;
   log(
     `experiment ${plan.spec.name}: ${book.records.length} runs (${book.finished()} already done${incompleteText(book)}), ` +
-      `${pretrainJobs.size} base model(s) to pretrain, ${measurements} diversity measurement(s), ` +
+      `${pretrainJobs.size} base model(s) to pretrain, ${measurements} diversity measurement(s), ${exploitability > 0 ? `${exploitability} exploitability measurement(s), ` : ""}` +
       `${jobsAtOnce} at a time; results in ${plan.resultsDir}`,
   );
   await book.save();
@@ -128,7 +137,7 @@ async function runLocked(
   });
   await book.save();
   const failedMeasures = jobs.filter(
-    (j) => j.kind === "diversity" && (j.state === "failed" || j.state === "blocked"),
+    (j) => isMeasurement(j) && (j.state === "failed" || j.state === "blocked"),
   ).length;
   const failed = book.failed() + failedMeasures;
   log(
@@ -151,6 +160,7 @@ function gridJobs(plan: ExperimentPlan, noTrain: boolean) {
   const trains = trainJobsOf(plan, pretrainJobs, noTrain);
   const jobs: Job[] = [...pretrainJobs.values(), ...trains.jobs];
   jobs.push(...diversityJobsOf(plan, pretrainJobs, trains.jobs, noTrain));
+  jobs.push(...exploitabilityJobsOf(plan, trains.jobs));
   dropUnneededPretrains(pretrainJobs, jobs);
   return { pretrainJobs, trains, jobs };
 }
@@ -252,8 +262,7 @@ async function schedule(
       // Quick measurements first, so results land as soon as their run does; then runs whose base
       // model exists, so whole seeds finish early; a later seed's pretraining only when idle.
       const ready = jobs.filter((j) => j.state === "pending" && j.deps.every((d) => d.state === "done"));
-      const next =
-        ready.find((j) => j.kind === "diversity") ?? ready.find((j) => j.kind === "train") ?? ready[0];
+      const next = ready.find(isMeasurement) ?? ready.find((j) => j.kind === "train") ?? ready[0];
       if (!next) break;
       const p = startJob(next, launch).then(() => {
         running.delete(p);
@@ -271,6 +280,6 @@ function blockIfDepsFailed(j: Job, launch: LaunchContext): void {
   j.state = "blocked";
   if (j.run) launch.book.recordOf(j.run).status = "blocked";
   launch.log(
-    `skip ${j.id}: ${j.kind === "diversity" ? "its run failed" : "its base model failed to pretrain or differs from the one its seed's finished runs used"}`,
+    `skip ${j.id}: ${isMeasurement(j) ? "its run failed" : "its base model failed to pretrain or differs from the one its seed's finished runs used"}`,
   );
 }

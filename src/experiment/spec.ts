@@ -66,6 +66,16 @@ export const ExperimentSchema = z
       .strict()
       .nullable()
       .default(null),
+    /**
+     * Kuhn poker: after each run, the exploitability of its final model's attempt-1 strategy
+     * (`mage exploitability`, `samples` hands per information set) into
+     * `<resultsDir>/<name>/exploitability/`. null: skip.
+     */
+    exploitability: z
+      .object({ samples: z.number().int().positive().default(64) })
+      .strict()
+      .nullable()
+      .default(null),
   })
   .strict();
 
@@ -216,6 +226,14 @@ export function planExperiment(
   if (spec.diversity !== null && runs.some((r) => r.config.model.backend === "torch")) {
     throw new UsageError(
       `invalid experiment ${file}: diversity is measured for embedded models only; set diversity: null for a grid of real models`,
+    );
+  }
+  if (
+    spec.exploitability !== null &&
+    runs.some((r) => r.config.game !== "kuhn" || r.config.model.backend === "torch")
+  ) {
+    throw new UsageError(
+      `invalid experiment ${file}: exploitability is measured for embedded Kuhn models only; set exploitability: null`,
     );
   }
   const gridBaseDirs = [...new Set([...pretrains.keys(), ...otherBases.keys()])];

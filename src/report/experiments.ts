@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
-import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT } from "../core/file-formats.js";
+import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT, EXPLOITABILITY_FORMAT } from "../core/file-formats.js";
 import { parseTargetValue, type TargetValue } from "../train/pretrain/target-text.js";
 import { type LoadedSummary, parseSummaryFile, resultEntries } from "./load.js";
 
@@ -76,6 +76,17 @@ export interface DiversityFile {
   bySeat: { first?: number; second?: number };
 }
 
+/** One Kuhn exploitability measurement of a run's final model (`mage exploitability --out`). */
+export interface ExploitabilityFile {
+  path: string;
+  /** The method it measured, from the file name. */
+  label: string;
+  seed: number | null;
+  exploitability: number;
+  nashConv?: number;
+  samples?: number;
+}
+
 export interface Experiment {
   name: string;
   dir: string;
@@ -83,6 +94,8 @@ export interface Experiment {
   /** Sorted by game, method name, seed. */
   runs: LoadedSummary[];
   diversity: DiversityFile[];
+  /** Kuhn exploitability of each run's final model (the grid's `exploitability`), by label and seed. */
+  exploitability?: ExploitabilityFile[];
 }
 
 export interface ExperimentsLoad {
@@ -224,11 +237,28 @@ function missedTargetsOf(targets: unknown): { missed?: TargetValue[] } {
   return { missed: missed.map(parseTargetValue).filter((t): t is TargetValue => t !== null) };
 }
 
+function toExploitability(path: string, d: Record<string, unknown>): ExploitabilityFile | string {
+  const exploitability = finite(d.exploitability);
+  if (exploitability === undefined) return "an exploitability file without a finite exploitability";
+  const { label, seed } = labelFromFileName(path);
+  const nashConv = finite(d.nashConv);
+  const samples = finite(d.samples);
+  return {
+    path,
+    label,
+    seed,
+    exploitability,
+    ...(nashConv !== undefined ? { nashConv } : {}),
+    ...(samples !== undefined ? { samples } : {}),
+  };
+}
+
 function loadOne(name: string, dir: string, notes: string[]): Experiment {
   const files: string[] = [];
   jsonFiles(dir, files);
   const runs: LoadedSummary[] = [];
   const diversity: DiversityFile[] = [];
+  const exploitability: ExploitabilityFile[] = [];
   let info: ExperimentInfo | null = null;
   const seen = new Map<string, string>();
   for (const file of files) {
@@ -252,6 +282,10 @@ function loadOne(name: string, dir: string, notes: string[]): Experiment {
       const d = toDiversity(file, parsed.companion.data);
       if (typeof d === "string") notes.push(`skipped ${file}: ${d}`);
       else diversity.push(d);
+    } else if (parsed.companion?.format === EXPLOITABILITY_FORMAT) {
+      const x = toExploitability(file, parsed.companion.data);
+      if (typeof x === "string") notes.push(`skipped ${file}: ${x}`);
+      else exploitability.push(x);
     } else {
       notes.push(`skipped ${file}: ${parsed.why}`);
     }
@@ -268,7 +302,10 @@ function loadOne(name: string, dir: string, notes: string[]): Experiment {
   );
   // The folder names the experiment: a grid moved aside (renamed) keeps the name it ran under in
   // `info.name`, and the report says so rather than showing two experiments of one name.
-  return { name, dir, info, runs, diversity };
+  exploitability.sort((a, b) =>
+    a.label !== b.label ? (a.label < b.label ? -1 : 1) : (a.seed ?? -1) - (b.seed ?? -1),
+  );
+  return { name, dir, info, runs, diversity, ...(exploitability.length > 0 ? { exploitability } : {}) };
 }
 
 /** Whether DIR looks like an experiments folder: an experiment.json in it or one level down. */

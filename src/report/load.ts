@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { UsageError } from "../core/errors.js";
-import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT } from "../core/file-formats.js";
+import { DIVERSITY_FORMAT, EXPERIMENT_FORMAT, EXPLOITABILITY_FORMAT } from "../core/file-formats.js";
 import { type RunSummary, SUMMARY_FORMAT } from "../train/summary.js";
 
 /**
@@ -14,7 +14,11 @@ import { type RunSummary, SUMMARY_FORMAT } from "../train/summary.js";
  */
 
 /** Formats of the non-summary JSON files an experiment directory holds (see `report/experiments.ts`). */
-export const COMPANION_FORMATS: readonly string[] = [EXPERIMENT_FORMAT, DIVERSITY_FORMAT];
+export const COMPANION_FORMATS: readonly string[] = [
+  EXPERIMENT_FORMAT,
+  DIVERSITY_FORMAT,
+  EXPLOITABILITY_FORMAT,
+];
 
 export interface CompanionFile {
   path: string;

@@ -19,6 +19,7 @@ import {
   snapshotOf,
 } from "./compare.js";
 import type { DiversityFile } from "./experiments.js";
+import { isLeagueGrid, leagueTargets } from "./league-targets.js";
 import { formatPercent, formatScore } from "./markdown.js";
 import { hasLeftOut } from "./pairing.js";
 import { isRealModelGame, realTargets } from "./real-targets.js";
@@ -481,11 +482,12 @@ export interface TargetInput {
   kuhnBestPossible?: (opponent: string, seat: string) => number | undefined;
 }
 
-/** Every target of the results issues: Kuhn, TicTacToe, the puzzles (issue 18), real models, the coin collector (issues 45 and 56). */
+/** Every target of the results issues: Kuhn, TicTacToe, the puzzles (issue 18), real models, the coin collector (issues 45 and 56), the league (issue 59). */
 export function computeTargets(input: TargetInput): TargetLine[] {
   const best = input.kuhnBestPossible ?? kuhnBestPossible();
   // The stand-in's targets read the embedded grids only; real models have their own (real-targets.ts).
-  const embedded = input.games.filter((g) => !isRealModelGame(g));
+  // The league grids (issue 59) compare MAGE with and without a league; they hold no main comparison.
+  const embedded = input.games.filter((g) => !isRealModelGame(g) && !isLeagueGrid(g));
   return [
     ...kuhnTargets(input.bootstrap, embedded, input.diversity, best),
     ...tictactoeTargets(input.bootstrap, embedded, input.diversity),
@@ -494,5 +496,6 @@ export function computeTargets(input: TargetInput): TargetLine[] {
     ...coinTargets(input.bootstrap, input.games),
     ...coinV2Targets(input.bootstrap, input.games),
     ...bf16Targets(input.bootstrap, input.games),
+    ...leagueTargets(input.bootstrap, input.games),
   ];
 }

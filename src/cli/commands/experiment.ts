@@ -14,7 +14,7 @@ const USAGE =
   "  Runs a grid of methods × seeds (configs/experiments/*.yaml). Each finished run's summary is\n" +
   "  copied to <resultsDir>/<name>/<method>-s<seed>.json; rerun the same command to continue an\n" +
   "  interrupted grid (finished runs are skipped, unfinished ones resume from their checkpoints).\n" +
-  "  --no-train  only the measurements (diversity) of runs that already finished\n" +
+  "  --no-train  only the measurements (diversity, exploitability) of runs that already finished\n" +
   "  --tensorboard DIR, --wandb PROJECT  every run also logs its curves there, grouped by the grid's\n" +
   "              name (TensorBoard: DIR/<grid>/<method>-s<seed>; W&B: group <grid>)\n" +
   "  --accept-rebuilt-bases  go on from a base model pretrained again (e.g. on a fresh machine whose\n" +
