@@ -152,8 +152,11 @@ class Worker:
             if self.dead is not None:
                 raise WorkerLost(self.dead)
             result = self._roundtrip(op, lid, payload)
-            while self._closes:  # closes that came in meanwhile
-                self._roundtrip(None, 0, None)
+            try:
+                while self._closes:  # closes that came in meanwhile
+                    self._roundtrip(None, 0, None)
+            except WorkerLost:
+                pass  # this call's reply came: it is answered; the next call finds the worker dead
         status, value = result
         if status == "ok":
             return value
