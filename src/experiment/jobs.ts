@@ -160,31 +160,51 @@ export function diversityJobsOf(
     });
   }
   for (const run of plan.runs) {
-    if (!run.config.train.updates) continue;
-    const out = join(dir, `${run.method}-s${run.seed}.json`);
-    const trainJob = trainJobs.find((j) => j.run === run);
-    // A run still to train (an incomplete one trained on, say) is measured again once it ends.
-    if (existsSync(out) && !trainJob) continue;
-    if (!trainJob && readFinalSummary(run.summaryPath) === null) continue;
-    jobs.push({
-      id: `diversity ${run.method}-s${run.seed}`,
-      kind: "diversity",
-      args: () => {
-        const ck = finalCheckpoint(run.runDir);
-        if (!ck) return null;
-        const knobs = taskKnobsText(run.config);
-        return [
-          ...measure(run.config.game, ck, run.config.rollout.maxResponseTokens, run.seed, knobs),
-          "--out",
-          out,
-        ];
-      },
-      logFile: join(run.runDir, "diversity.log"),
-      deps: trainJob ? [trainJob] : [],
-      state: "pending",
-    });
+    const job = runMeasurementJob(run, trainJobs, dir, "diversity", (ck, out) => [
+      ...measure(
+        run.config.game,
+        ck,
+        run.config.rollout.maxResponseTokens,
+        run.seed,
+        taskKnobsText(run.config),
+      ),
+      "--out",
+      out,
+    ]);
+    if (job) jobs.push(job);
   }
   return jobs;
+}
+
+/**
+ * A measurement of a trained run's final model, written to `<dir>/<method>-s<seed>.json`, or null
+ * when there is nothing to measure: an untrained baseline, a file already there for a run with no
+ * training left, or a run neither training nor finished. A run still to train (an incomplete one
+ * trained on, say) is measured again once it ends.
+ */
+function runMeasurementJob(
+  run: PlannedRun,
+  trainJobs: readonly Job[],
+  dir: string,
+  kind: "diversity" | "exploitability",
+  argsFor: (checkpoint: string, out: string) => string[],
+): Job | null {
+  if (!run.config.train.updates) return null;
+  const out = join(dir, `${run.method}-s${run.seed}.json`);
+  const trainJob = trainJobs.find((j) => j.run === run);
+  if (existsSync(out) && !trainJob) return null;
+  if (!trainJob && readFinalSummary(run.summaryPath) === null) return null;
+  return {
+    id: `${kind} ${run.method}-s${run.seed}`,
+    kind,
+    args: () => {
+      const ck = finalCheckpoint(run.runDir);
+      return ck ? argsFor(ck, out) : null;
+    },
+    logFile: join(run.runDir, `${kind}.log`),
+    deps: trainJob ? [trainJob] : [],
+    state: "pending",
+  };
 }
 
 /** Jobs that measure a finished run's model (no run record of their own). */
@@ -198,40 +218,23 @@ export function exploitabilityJobsOf(plan: ExperimentPlan, trainJobs: readonly J
   if (!spec) return [];
   const dir = join(plan.resultsDir, "exploitability");
   mkdirSync(dir, { recursive: true });
-  const jobs: Job[] = [];
-  for (const run of plan.runs) {
-    if (!run.config.train.updates) continue;
-    const out = join(dir, `${run.method}-s${run.seed}.json`);
-    const trainJob = trainJobs.find((j) => j.run === run);
-    if (existsSync(out) && !trainJob) continue;
-    if (!trainJob && readFinalSummary(run.summaryPath) === null) continue;
-    jobs.push({
-      id: `exploitability ${run.method}-s${run.seed}`,
-      kind: "exploitability",
-      args: () => {
-        const ck = finalCheckpoint(run.runDir);
-        if (!ck) return null;
-        return [
-          "exploitability",
-          "--checkpoint",
-          ck,
-          "--samples",
-          String(spec.samples),
-          "--seed",
-          String(run.seed),
-          "--max-tokens",
-          String(run.config.rollout.maxResponseTokens),
-          "--quiet",
-          "--out",
-          out,
-        ];
-      },
-      logFile: join(run.runDir, "exploitability.log"),
-      deps: trainJob ? [trainJob] : [],
-      state: "pending",
-    });
-  }
-  return jobs;
+  return plan.runs.flatMap((run) => {
+    const job = runMeasurementJob(run, trainJobs, dir, "exploitability", (ck, out) => [
+      "exploitability",
+      "--checkpoint",
+      ck,
+      "--samples",
+      String(spec.samples),
+      "--seed",
+      String(run.seed),
+      "--max-tokens",
+      String(run.config.rollout.maxResponseTokens),
+      "--quiet",
+      "--out",
+      out,
+    ]);
+    return job ? [job] : [];
+  });
 }
 
 /**
