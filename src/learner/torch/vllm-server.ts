@@ -36,11 +36,13 @@
  * only (the group is not the terminal's), which stops after the iteration as usual, then stops the
  * server.
  */
+
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, existsSync, readdirSync, readFileSync, type WriteStream } from "node:fs";
 import { createServer } from "node:net";
 import { delimiter, dirname, join } from "node:path";
 import { ExternalFailure, UsageError, withOutputTail } from "../../core/errors.js";
+import { forEachLine } from "../../core/stream-lines.js";
 import type { TorchModelConfig, TorchVllmConfig } from "../../train/config.js";
 import { PACKAGE_ROOT } from "./worker.js";
 
@@ -410,19 +412,7 @@ export class VllmServer {
   }
 
   private watch(stream: NodeJS.ReadableStream | null): void {
-    if (!stream) return;
-    let partial = "";
-    stream.setEncoding("utf8");
-    stream.on("data", (chunk: string) => {
-      partial += chunk;
-      const lines = partial.split("\n");
-      partial = lines.pop() ?? "";
-      for (const l of lines) this.line(l);
-    });
-    stream.on("end", () => {
-      if (partial) this.line(partial);
-      partial = "";
-    });
+    forEachLine(stream, (l) => this.line(l));
   }
 
   private line(l: string): void {

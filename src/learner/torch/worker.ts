@@ -10,6 +10,7 @@
  *   const reply = await worker.request("logprobs", { model: "policy" }, { ids, lengths, loss_mask });
  *   await worker.close();
  */
+
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
@@ -17,6 +18,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ExternalFailure, UsageError, withOutputTail } from "../../core/errors.js";
+import { forEachLine } from "../../core/stream-lines.js";
 import { encodeFrame, type Frame, type FrameError, FrameReader, type WireArray } from "./frames.js";
 
 /** The protocol version this trainer speaks. */
@@ -292,23 +294,8 @@ export class TorchWorker {
   }
 
   private watchOutput(child: ChildProcess): void {
-    const collect = (stream: NodeJS.ReadableStream | null) => {
-      if (!stream) return;
-      let partial = "";
-      stream.setEncoding("utf8");
-      stream.on("data", (chunk: string) => {
-        partial += chunk;
-        const lines = partial.split("\n");
-        partial = lines.pop() ?? "";
-        for (const l of lines) this.line(l);
-      });
-      stream.on("end", () => {
-        if (partial) this.line(partial);
-        partial = "";
-      });
-    };
-    collect(child.stdout);
-    collect(child.stderr);
+    forEachLine(child.stdout, (l) => this.line(l));
+    forEachLine(child.stderr, (l) => this.line(l));
   }
 
   private line(l: string): void {
