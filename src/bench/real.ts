@@ -23,6 +23,7 @@
  * MAGE_BENCH_REAL_MODEL: the model the iterations train (default models/smollm2-kuhn-warm when
  * present, else the base); MAGE_BENCH_REAL_ITERATIONS (default 2).
  */
+
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -35,26 +36,17 @@ import { GgufPolicy, nodeLlamaCppAvailable } from "../policy/gguf.js";
 import type { GenerateRequest, Generation, Policy } from "../policy/types.js";
 import { TorchModelSchema } from "../train/config.js";
 import { median } from "./median.js";
+import { storyMessages } from "./story-prompts.js";
 
 const BASE = "models/smollm2-135m-instruct";
 const WARM = "models/smollm2-kuhn-warm";
 const F32_GGUF = "models/gguf/SmolLM2-135M-Instruct.F32.gguf";
 const REPS = 3;
 const NEW_TOKENS = 48;
-const TOPICS = [
-  "the sea",
-  "a mountain village",
-  "winter",
-  "a lost key",
-  "the first computer",
-  "a market",
-  "rain",
-  "a lighthouse",
-];
 
 function requests(n: number): GenerateRequest[] {
   return Array.from({ length: n }, (_, i) => ({
-    messages: [{ role: "user" as const, content: `Write a long story about ${TOPICS[i % TOPICS.length]}.` }],
+    messages: storyMessages(i),
     sampling: { temperature: 1, topP: 1, topK: 0, maxTokens: NEW_TOKENS, stop: [] },
     seed: 1000 + i,
   }));

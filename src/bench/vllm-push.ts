@@ -19,6 +19,7 @@
  * take 10 minutes: on a loaded machine a vLLM step slows many times over, and a timed-out request
  * retried only adds load. The server's log: $TMPDIR/mage-bench-vllm-push-*.log (kept).
  */
+
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -36,6 +37,7 @@ import { PACKAGE_ROOT } from "../learner/torch/worker.js";
 import type { GenerateRequest, Generation } from "../policy/types.js";
 import { TorchModelSchema, TorchVllmSchema } from "../train/config.js";
 import { median } from "./median.js";
+import { storyMessages } from "./story-prompts.js";
 
 const MODEL = "models/smollm2-135m-instruct";
 const NEW_TOKENS = Number(process.env.MAGE_BENCH_VLLM_PUSH_TOKENS ?? 48);
@@ -46,20 +48,10 @@ const LORA = {
   alpha: 32,
   targetModules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 };
-const TOPICS = [
-  "the sea",
-  "a mountain village",
-  "winter",
-  "a lost key",
-  "the first computer",
-  "a market",
-  "rain",
-  "a lighthouse",
-];
 
 function requests(n: number, round: number, temperature: number, maxTokens: number): GenerateRequest[] {
   return Array.from({ length: n }, (_, i) => ({
-    messages: [{ role: "user" as const, content: `Write a long story about ${TOPICS[i % TOPICS.length]}.` }],
+    messages: storyMessages(i),
     sampling: { temperature, topP: 1, topK: 0, maxTokens, stop: [] },
     seed: 1000 * round + i,
   }));
