@@ -3,8 +3,8 @@ config with a fixed seed, no weights committed), recorded with the replies the w
 replayed against a worker to check it still answers the same. This makes the worker testable on a
 machine without Node (the GPU machine):
 
-    python -m mage_learner.session record --out tests/data/session-v1.json
-    python -m mage_learner.session replay tests/data/session-v1.json [--device cuda]
+    python -m mage_learner.session record --out tests/data/session-v2.json
+    python -m mage_learner.session replay tests/data/session-v2.json [--device cuda]
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ def script() -> list[tuple[dict[str, Any], dict[str, Array]]]:
         "seed": 0,
         "reference": True,
     }
+    lora = {"rank": 4, "alpha": 8, "dropout": 0.0, "targetModules": ["q_proj", "v_proj"]}
+    sample = {"maxNewTokens": 6, "temperature": 1.0, "topP": 1.0, "topK": 0, "seed": 3, "stop": []}
+    first = {"ids": rows[0], "lengths": lengths[:1]}
     return [
         ({"op": "hello", "protocol": PROTOCOL_VERSION}, {}),
         ({"op": "hello", "protocol": PROTOCOL_VERSION + 1}, {}),
@@ -79,6 +82,14 @@ def script() -> list[tuple[dict[str, Any], dict[str, Array]]]:
         ({"op": "restore", "path": OUT + "/ck"}, {}),
         ({"op": "update", "loss": loss, "lr": 1e-3}, upd),
         ({"op": "logprobs"}, {k: upd[k] for k in ("ids", "lengths", "loss_mask")}),
+        # A LoRA policy and a league snapshot of it: the adapter saved, then sampled after an update.
+        ({"op": "load", **load, "lora": lora, "maxAdapters": 2}, {}),
+        ({"op": "update", "loss": loss, "lr": 1e-2}, upd),
+        ({"op": "save_adapter", "path": OUT + "/snapshot"}, {}),
+        ({"op": "update", "loss": loss, "lr": 1e-2}, upd),
+        ({"op": "generate", "requests": [sample], "adapter": OUT + "/snapshot"}, first),
+        ({"op": "generate", "requests": [sample]}, first),
+        ({"op": "generate", "requests": [sample], "adapter": OUT + "/missing"}, first),
         ({"op": "shutdown"}, {}),
     ]
 

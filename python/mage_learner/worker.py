@@ -15,12 +15,14 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from . import PROTOCOL_VERSION, __version__
+from .adapters import AdapterCache, adapter_cap, live_adapter, save_adapter, swapped_in
 from .decoder import Decoder, unsupported_reason
 from .dist import Dist, init_from_env
 from .errors import WorkerError, protocol, usage
@@ -45,6 +47,7 @@ class Worker:
     renderer: ChatRenderer | None = None
     prefixes: PrefixStore = field(default_factory=lambda: PrefixStore(0))
     runner: Runner | None = None
+    adapters: AdapterCache = field(default_factory=lambda: AdapterCache(8))
     stopping: bool = False
 
     def handle(self, frame: Frame) -> Reply:
@@ -107,6 +110,7 @@ class Worker:
         }, {}
 
     def op_load(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        cap = adapter_cap(req)
         loaded = load(req)
         spec = OptimizerSpec.from_json(req.get("optimizer"))
         decaying = decay_names(loaded.model)
@@ -123,6 +127,7 @@ class Worker:
         self.renderer = ChatRenderer(loaded.tokenizer) if getattr(loaded.tokenizer, "chat_template", None) else None
         self.prefixes = PrefixStore(prefix_budget(req, loaded))
         self.runner = lean_runner(req, loaded, self.dist.active)
+        self.adapters = AdapterCache(cap)
         params = sum(p.numel() for p in loaded.model.parameters())
         trainable = sum(p.numel() for p in loaded.model.parameters() if p.requires_grad)
         if self.dist.active:  # sharded: count the full tensors
@@ -156,10 +161,11 @@ class Worker:
         t0 = time.perf_counter()
         store = self.prefixes if self.prefixes.budget > 0 else None
         prompts = [s.ids.tolist() for s in seqs]
-        if self.runner is not None:
-            out = generate_lean(self.runner, self.loaded.tokenizer, self.loaded.eos_ids, prompts, params, store)
-        else:
-            out = generate(learner.model, self.loaded.tokenizer, self.loaded.device, self.loaded.eos_ids, prompts, params, store)
+        with self._sampling_weights(req.get("adapter")):
+            if self.runner is not None:
+                out = generate_lean(self.runner, self.loaded.tokenizer, self.loaded.eos_ids, prompts, params, store)
+            else:
+                out = generate(learner.model, self.loaded.tokenizer, self.loaded.device, self.loaded.eos_ids, prompts, params, store)
         if store is None:
             self.prefixes.prefilled_tokens += sum(len(p) for p in prompts)
         tokens = [t for s in out for t in s.tokens]
@@ -170,11 +176,47 @@ class Worker:
             "ms": (time.perf_counter() - t0) * 1000,
             "peakRssBytes": peak_rss_bytes(),
             "prefix": prefix_report(self.prefixes),
+            "adapters": self.adapters.report(),
         }, {
             "tokens": np.asarray(tokens, np.int32),
             "token_lengths": np.asarray([len(s.tokens) for s in out], np.int32),
             "logprobs": np.asarray([x for s in out for x in s.logprobs], np.float64),
         }
+
+    def _lora_model(self, what: str) -> tuple[Loaded, torch.nn.Module]:
+        learner = self._learner()
+        if learner.loaded.lora is None:
+            raise usage(f"{what} needs a LoRA model (model.torch.lora); this one is fully fine-tuned", "model.torch.lora")
+        if self.dist.active:
+            raise usage(f"{what} runs in one process only, not under torchrun", "model.torch.processes")
+        return learner.loaded, learner.model
+
+    def _sampling_weights(self, adapter: Any) -> contextlib.AbstractContextManager[Any]:
+        """The weights `generate` samples with: the policy's own, or the saved adapter in the
+        directory `adapter` swapped in (adapters.py), with prefix-store entries of its own."""
+        if adapter is None:
+            return contextlib.nullcontext()
+        if not isinstance(adapter, str) or not adapter:
+            raise protocol(f"generate: adapter must be a directory path or absent, got {adapter!r}")
+        loaded, model = self._lora_model("generate with an adapter")
+        assert loaded.lora is not None
+        live = live_adapter(model)
+        weights, evicted = self.adapters.get(adapter, live, loaded.lora)
+        for path in evicted:
+            self.prefixes.drop_tag(path)
+        stack = contextlib.ExitStack()
+        stack.enter_context(swapped_in(live, weights))
+        stack.enter_context(self.prefixes.tagged(adapter))
+        return stack
+
+    def op_save_adapter(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
+        path = req.get("path")
+        if not isinstance(path, str) or not path:
+            raise usage("save_adapter needs a `path`", "path")
+        _, model = self._lora_model("save_adapter")
+        if self.adapters.forget(path):  # what was read from there is about to be replaced
+            self.prefixes.drop_tag(path)
+        return save_adapter(model, Path(path)), {}
 
     def op_logprobs(self, req: dict[str, Any], arrays: dict[str, Array]) -> Reply:
         header, out = self._learner().logprobs(req, arrays)

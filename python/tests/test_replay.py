@@ -1,4 +1,4 @@
-"""The recorded protocol session (tests/data/session-v1.json, written by
+"""The recorded protocol session (tests/data/session-v2.json, written by
 `python -m mage_learner.session record`) replayed against the worker: the same replies, floats
 within 1e-5 on CPU float32; on CUDA (`--device cuda`) the same structure."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from mage_learner.session import compare, replay
 
-RECORDING = Path(__file__).parent / "data" / "session-v1.json"
+RECORDING = Path(__file__).parent / "data" / "session-v2.json"
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def doc() -> dict[str, Any]:
 
 def test_the_recording_covers_every_op(doc: dict[str, Any]) -> None:
     ops = {e["request"]["header"]["op"] for e in doc["exchanges"]}
-    assert ops == {"hello", "load", "render", "generate", "logprobs", "update", "save", "restore", "shutdown"}
+    assert ops == {"hello", "load", "render", "generate", "logprobs", "update", "save", "restore", "save_adapter", "shutdown"}
     kinds = {e["reply"]["header"]["error"]["kind"] for e in doc["exchanges"] if not e["reply"]["header"]["ok"]}
     assert kinds == {"usage", "protocol"}
 

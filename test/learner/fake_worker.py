@@ -57,7 +57,7 @@ def main() -> None:
             if os.environ.get("FAKE_GARBAGE") == "1":
                 s.sendall(b"\xff\xff\xff\xff\xff\xff\xff\xffnot a frame")
                 continue
-            send(s, {"id": rid, "ok": True, "protocol": int(os.environ.get("FAKE_PROTOCOL", "1")), "worker": "fake",
+            send(s, {"id": rid, "ok": True, "protocol": int(os.environ.get("FAKE_PROTOCOL", "2")), "worker": "fake",
                      "torch": "-", "transformers": "-", "peft": "-", "worldSize": 1, "cuda": False}, {})
         elif op == "echo":
             out = {k: (d, [v * 2 for v in vals]) for k, (d, vals) in arrays.items()}

@@ -36,7 +36,7 @@ describe("TorchLearner and TorchPolicy against the real worker", { skip: NO_WORK
     assert.equal(learner.info.architecture, "LlamaForCausalLM");
     assert.equal(learner.contextLength, 128);
     assert.ok(learner.info.parameters > 0);
-    assert.equal(learner.worker.hello?.protocol, 1);
+    assert.equal(learner.worker.hello?.protocol, 2);
   });
 
   it("samples per request seed, whatever the batch; trains on exactly the sampled ids; log-probs agree", async () => {
@@ -158,7 +158,7 @@ describe("worker errors at load", { skip: NO_WORKER }, () => {
   });
 
   it("a trainer that speaks another protocol version is refused with what to update", async () => {
-    process.env.MAGE_LEARNER_PROTOCOL_OVERRIDE = "2";
+    process.env.MAGE_LEARNER_PROTOCOL_OVERRIDE = "3";
     try {
       await assert.rejects(
         TorchLearner.open({

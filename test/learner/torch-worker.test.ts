@@ -45,7 +45,7 @@ describe("TorchWorker", () => {
   it("exchanges binary arrays with a worker process, one request at a time", async () => {
     const w = await fake();
     try {
-      assert.equal(w.hello?.protocol, 1);
+      assert.equal(w.hello?.protocol, 2);
       const replies = await Promise.all([
         w.request("echo", { note: "a" }, { ids: Int32Array.from([1, 2, 3]) }),
         w.request("echo", { note: "b" }, { x: Float64Array.from([0.25, -1]), m: Uint8Array.from([1, 0]) }),
@@ -115,11 +115,11 @@ describe("TorchWorker", () => {
 
   it("a protocol version mismatch says to update and reinstall", async () => {
     await assert.rejects(
-      fake({ FAKE_PROTOCOL: "2" }),
+      fake({ FAKE_PROTOCOL: "3" }),
       (e: unknown) =>
         e instanceof TorchWorkerError &&
         e.kind === "protocol" &&
-        /speaks protocol 2 but this mage speaks 1/.test(e.message) &&
+        /speaks protocol 3 but this mage speaks 2/.test(e.message) &&
         /python-env\.mjs/.test(e.message),
     );
     await assert.rejects(fake({ FAKE_GARBAGE: "1" }), /malformed frame/);

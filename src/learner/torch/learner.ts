@@ -44,6 +44,8 @@ export interface TorchLearnerOptions {
   worker?: Partial<TorchWorkerOptions>;
   /** Load this directory (a `save` of the worker) instead of `torch.path` (full-weight checkpoints for eval). */
   modelPath?: string;
+  /** Saved adapters (league snapshots) the worker keeps in memory for `generate`; the worker's default 8. */
+  maxAdapters?: number;
 }
 
 export interface TorchModelInfo {
@@ -166,6 +168,7 @@ export class TorchLearner implements TrainLearner {
         },
         seed: opts.seed,
         reference: opts.reference,
+        ...(opts.maxAdapters !== undefined ? { maxAdapters: opts.maxAdapters } : {}),
       });
       const h = reply.header;
       const info: TorchModelInfo = {
@@ -301,6 +304,16 @@ export class TorchLearner implements TrainLearner {
   }
 
   /**
+   * The LoRA adapter alone (no optimizer, no RNG) into `path`, atomically: what a league snapshot
+   * keeps, sampled later with `generate`'s `adapter`. Refused for full fine-tuning.
+   */
+  async saveAdapter(path: string): Promise<{ path: string; bytes: number; ms: number }> {
+    const reply = await this.worker.request("save_adapter", { path: resolve(path) });
+    const h = reply.header;
+    return { path: String(h.path), bytes: num(h.bytes), ms: num(h.ms) };
+  }
+
+  /**
    * The policy's weights as one safetensors file in `path` (replaced atomically) for a vLLM server
    * to reload: with LoRA the adapter merged in, in `dtype` (float32, bfloat16, float16, or auto:
    * the model config's). The worker's own model is unchanged. One worker process only.
@@ -417,7 +430,10 @@ export class TorchLearner implements TrainLearner {
       this.promptCounts = { reused: p.reusedTokens, prefilled: p.prefilledTokens };
   }
 
-  /** Samples continuations of prompt ids (see TorchPolicy). */
+  /**
+   * Samples continuations of prompt ids (see TorchPolicy); with `adapter` (a directory holding a
+   * saved LoRA adapter of this model), with that adapter's weights in place of the policy's.
+   */
   async generate(
     prompts: readonly (readonly number[])[],
     requests: readonly {
@@ -428,6 +444,7 @@ export class TorchLearner implements TrainLearner {
       seed: number;
       stop: readonly string[];
     }[],
+    adapter?: string,
   ): Promise<{ tokens: number[]; logprobs: number[]; text: string; finish: "stop" | "length" }[]> {
     if (prompts.length === 0) return [];
     const lengths = Int32Array.from(prompts.map((p) => p.length));
@@ -437,7 +454,8 @@ export class TorchLearner implements TrainLearner {
       ids.set(p, o);
       o += p.length;
     }
-    const reply = await this.worker.request("generate", { requests }, { ids, lengths });
+    const fields = adapter === undefined ? { requests } : { requests, adapter: resolve(adapter) };
+    const reply = await this.worker.request("generate", fields, { ids, lengths });
     this.notePromptTokens(reply.header.prefix);
     const tokens = reply.arrays.tokens as Int32Array;
     const tl = reply.arrays.token_lengths as Int32Array;

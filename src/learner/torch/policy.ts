@@ -13,9 +13,14 @@ export class TorchPolicy implements Policy {
   /** Prompt ids rendered by `contextError`, reused by `generate` for the same request object. */
   private readonly prompts = new WeakMap<GenerateRequest, number[]>();
 
+  /**
+   * `adapter`: sample with the saved LoRA adapter in that directory (a league snapshot) on the
+   * learner's base model, not with the learner's own weights.
+   */
   constructor(
     readonly learner: TorchLearner,
     name?: string,
+    readonly adapter?: string,
   ) {
     this.name = name ?? `torch:${learner.info.architecture}`;
   }
@@ -87,6 +92,7 @@ export class TorchPolicy implements Policy {
         seed: r.seed,
         stop: [...r.sampling.stop],
       })),
+      this.adapter,
     );
     return outs.map((o, i) => ({
       text: o.text,

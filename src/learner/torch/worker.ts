@@ -22,7 +22,7 @@ import { forEachLine } from "../../core/stream-lines.js";
 import { encodeFrame, type Frame, type FrameError, FrameReader, type WireArray } from "./frames.js";
 
 /** The protocol version this trainer speaks. */
-export const LEARNER_PROTOCOL = 1;
+export const LEARNER_PROTOCOL = 2;
 
 /** The repository (or installed package) root: python/ lives under it. */
 export const PACKAGE_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
