@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import statistics
 import threading
 import time
@@ -28,7 +29,7 @@ from envhelp import Client, running
 
 from mage_envs import alfworld_data as data
 from mage_envs import alfworld_server
-from mage_envs.alfworld_crosscheck import check
+from mage_envs.alfworld_crosscheck import check, plan
 from mage_envs.alfworld_server import AlfworldEnv
 
 
@@ -48,12 +49,61 @@ def client(cache: Path) -> Iterator[Client]:
 
 def test_one_game_of_each_task_type_reads_as_alfworlds_own_environment(cache: Path) -> None:
     out = io.StringIO()
-    summary = check("valid_seen", [1, 2, 3, 4, 5, 6], max_steps=50, per_type=1, out=out)
-    lines = [json.loads(x) for x in out.getvalue().splitlines()]
-    assert summary["kept"] == 140 and summary["checked"] == 6, summary
-    assert [x["difference"] for x in lines] == [None] * 6
+    summary = check("valid_seen", [1, 2, 3, 4, 5, 6], max_steps=50, per_type=1, out=out, walks=0, noisy=0)
+    paths = [p for x in out.getvalue().splitlines() for p in json.loads(x)["paths"]]
+    assert summary["kept"] == 140 and summary["checked"] == 6 and summary["equal"] == 6, summary
+    assert [p["difference"] for p in paths] == [None] * 6 and summary["mismatches"] == {}
     assert summary["expertWon"] == 6  # the hand-coded expert wins each of these there, and here
-    assert all(x["steps"] >= 5 for x in lines)
+    assert all(p["gameSteps"] >= 5 for p in paths)
+
+
+def test_random_walks_with_inadmissible_commands_and_restarts_read_as_alfworlds_evaluation(cache: Path) -> None:
+    """The wider cross-check on one game, in seconds: ALFWorld's evaluation-mode environment and the
+    adapter in lockstep along a random walk of admissible and inadmissible commands to the step
+    limit and an expert-led one to the win, each replayed after restarts; reward, done and won too."""
+    out = io.StringIO()
+    summary = check("valid_unseen", [1, 2, 3, 4, 5, 6], max_steps=12, per_type=None, out=out, only="pick_and_place",
+                    sample=1, seed=3, expert=False, walks=1, noisy=1, inadmissible=0.4)
+    assert summary["checked"] == 1 and summary["equal"] == 1 and summary["mismatches"] == {}, out.getvalue()
+    assert summary["atStepLimit"] == {"random": 1, "noisy": 0} and summary["won"] == {"random": 0, "noisy": 1}
+    assert {"typo", "wrongObject", "stale", "unknownVerb", "variant", "admissible", "advice"} <= set(summary["commands"])
+    assert summary["restartMs"]["count"] == 4 and summary["steps"]["replayed"] > summary["steps"]["random"]
+
+
+def test_the_wider_cross_check_reports_what_differs(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken on purpose, the adapter is caught: a reward off the reference's 10 × won at the win, and
+    an inadmissible command played as `look` instead of refused (each path stops at its first)."""
+    monkeypatch.setattr(alfworld_server, "REWARD_WON", 1.0)
+    step = alfworld_server.AlfworldSession.step
+
+    def lenient(self: alfworld_server.AlfworldSession, response: str) -> dict[str, object]:
+        content = response.removeprefix("<action>").removesuffix("</action>")
+        if " ".join(content.lower().split()) not in self.gs["admissible_commands"]:
+            response = "<action>look</action>"
+        return step(self, response)
+
+    monkeypatch.setattr(alfworld_server.AlfworldSession, "step", lenient)
+    out = io.StringIO()
+    summary = check("valid_unseen", [1, 2, 3, 4, 5, 6], max_steps=12, per_type=None, out=out, only="pick_and_place",
+                    sample=1, seed=3, expert=False, walks=1, noisy=0, inadmissible=0.4)
+    assert summary["equal"] == 0 and summary["mismatches"] == {"refusal": 1}, summary
+    assert "refusal: the adapter played" in out.getvalue()
+    monkeypatch.setattr(alfworld_server.AlfworldSession, "step", step)
+    summary = check("valid_unseen", [1, 2, 3, 4, 5, 6], max_steps=50, per_type=None, out=out, only="pick_and_place",
+                    sample=1, seed=3, walks=0, noisy=0)  # the expert's path, to the win
+    assert summary["mismatches"] == {"reward": 1}, summary
+    assert "reward: 1.0 (adapter) != 10.0 (ALFWorld)" in out.getvalue()
+
+
+def test_a_walk_plans_alfworlds_step_limit_to_fall_with_the_adapters() -> None:
+    """The adapter's maxSteps counts game steps, ALFWorld's limit every command it is sent: a plan
+    ends at its max_steps-th game step, so ALFWorld's limit is the plan's length."""
+    for seed in range(20):
+        kinds = plan(random.Random(seed), 30, 0.25, None)
+        assert sum(k == "admissible" for k in kinds) == 30 and kinds[-1] == "admissible"
+        assert set(kinds) <= {"admissible", "inadmissible"}
+    led = plan(random.Random(0), 30, 0.2, 0.2)
+    assert {"advice", "admissible", "inadmissible"} == set(led) and sum(k != "inadmissible" for k in led) == 30
 
 
 def _create(client: Client, seed: int, **config: object) -> dict[str, object]:
