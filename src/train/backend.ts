@@ -89,6 +89,8 @@ export async function torchBackend(
       },
       seed: config.seed,
       reference: config.optim.klCoef > 0,
+      // A league's snapshots are adapters the worker holds: as many as the pool keeps.
+      ...(config.population.league ? { maxAdapters: config.population.league.maxSnapshots } : {}),
       ...(opts.worker ? { worker: opts.worker } : {}),
     }),
     t.rollout === "vllm"

@@ -621,11 +621,14 @@ function checkSnapshotCells(
   }
 }
 
-/** `population.league` / `population.rate`: two-player games of the embedded model only. */
+/**
+ * `population.league` / `population.rate`: two-player games only; a torch league's snapshots are
+ * LoRA adapters sampled in one worker process.
+ */
 function checkLeague(
   c: {
     game: string;
-    model: { backend: string };
+    model: { backend: string; torch: { lora: unknown; processes: number } };
     population: { league: unknown; rate: boolean; opponents: unknown[] };
     eval: { cells: unknown[] };
   },
@@ -653,14 +656,21 @@ function checkLeague(
         message: `is for the two-player games (tictactoe, kuhn), not ${c.game}`,
       });
   }
-  if (c.population.league !== null && c.model.backend === "torch")
+  if (c.population.league === null || c.model.backend !== "torch") return;
+  if (c.model.torch.lora === null)
     ctx.addIssue({
       code: "custom",
-      path: ["population", "league"],
+      path: ["model", "torch", "lora"],
       message:
-        "snapshots of a torch model are not built yet: they need the PyTorch worker to save the LoRA adapter " +
-        "at each snapshot and to sample from several named adapters on one base model (worker ops save_adapter, " +
-        "load_adapter and generate with an adapter name); use model.backend: embedded for a league",
+        "a torch league's snapshots are LoRA adapters on the one base model: set model.torch.lora " +
+        "(snapshots of full fine-tuning, a whole copy of the weights each, are not built)",
+    });
+  if (c.model.torch.processes > 1)
+    ctx.addIssue({
+      code: "custom",
+      path: ["model", "torch", "processes"],
+      message:
+        "a torch league samples its snapshots in one worker process (each adapter swapped into the unsharded model): set model.torch.processes: 1",
     });
 }
 

@@ -2,8 +2,10 @@ import { UsageError } from "../core/errors.js";
 import { loadGame } from "../games/registry.js";
 import type { SnapshotPlay } from "../league/eval-snapshots.js";
 import { embeddedSnapshotStore, type SnapshotStore } from "../league/snapshots.js";
+import { torchSnapshotStore } from "../league/torch-snapshots.js";
 import { type LeagueState, TrainingLeague } from "../league/training.js";
 import { EmbeddedLearner } from "../learner/embedded.js";
+import { TorchLearner } from "../learner/torch/learner.js";
 import { EmbeddedPolicy } from "../policy/embedded.js";
 import type { TaskDefinition } from "../tasks/registry.js";
 import type { TrainBackend } from "./backend.js";
@@ -58,11 +60,10 @@ export function snapshotPlay(config: MageConfig): SnapshotPlay {
   };
 }
 
-/** Snapshots of the run's learner; the embedded model only (the config check refuses a torch league). */
+/** Snapshots of the run's learner: embedded checkpoints, or a torch LoRA policy's adapters. */
 function snapshotStoreOf(backend: TrainBackend): SnapshotStore {
+  if (backend.learner instanceof TorchLearner) return torchSnapshotStore(backend.learner);
   if (!(backend.learner instanceof EmbeddedLearner) || !(backend.policy instanceof EmbeddedPolicy))
-    throw new UsageError(
-      "population.league: snapshots are built for the embedded model only (model.backend: embedded)",
-    );
+    throw new UsageError("population.league: this run's learner keeps no snapshots");
   return embeddedSnapshotStore(backend.learner, backend.policy.kernels);
 }

@@ -48,12 +48,19 @@ describe("league config", () => {
     );
   });
 
-  it("refuses a torch league and names what is missing", () => {
-    const msg = errorOf(
-      kuhn({ league: { every: 2 } }, { model: { backend: "torch", torch: { path: "/m" } } }),
+  it("a torch league takes LoRA in one worker process; full fine-tuning and torchrun are refused by field", () => {
+    const torch = (t: Record<string, unknown>) =>
+      kuhn({ league: { every: 2 } }, { model: { backend: "torch", torch: { path: "/m", ...t } } });
+    const c = validateConfig(torch({ lora: { rank: 8 } }));
+    assert.equal(c.population.league?.every, 2);
+    assert.match(
+      errorOf(torch({})),
+      /model\.torch\.lora: a torch league's snapshots are LoRA adapters on the one base model: set model\.torch\.lora/,
     );
-    assert.match(msg, /population\.league: snapshots of a torch model are not built yet/);
-    assert.match(msg, /LoRA adapter/);
+    assert.match(
+      errorOf(torch({ lora: { rank: 8 }, processes: 2 })),
+      /model\.torch\.processes: a torch league samples its snapshots in one worker process/,
+    );
   });
 
   it("pure self-play needs no scripted opponents, but then snapshots from the start", () => {

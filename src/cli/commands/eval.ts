@@ -14,6 +14,8 @@ import {
 } from "../../league/eval-snapshots.js";
 import { isEvalSnapshotSpec, snapshotCellProblem } from "../../league/pool.js";
 import { loadEmbeddedPolicy } from "../../league/snapshots.js";
+import { torchSnapshotPolicy } from "../../league/torch-snapshots.js";
+import type { TorchLearner } from "../../learner/torch/learner.js";
 import { serveCheckpointWithVllm } from "../../learner/torch/managed-vllm.js";
 import { openTorchCheckpoint } from "../../learner/torch/open-checkpoint.js";
 import { isTorchCheckpoint, readCheckpointMeta } from "../../model/checkpoint.js";
@@ -173,7 +175,10 @@ async function openTorchEval(
   const opened = await openTorchCheckpoint(dir);
   const promptStyle = meta?.promptStyle === "compact" ? "compact" : "full";
   if ((rollout ?? opened.info.torch.rollout) !== "vllm")
-    return { policy: opened.policy, kind: "torch", promptStyle, close: opened.close };
+    return withWorker(
+      { policy: opened.policy, kind: "torch", promptStyle, close: opened.close },
+      opened.learner,
+    );
   let served: Awaited<ReturnType<typeof serveCheckpointWithVllm>>;
   try {
     served = await serveCheckpointWithVllm(opened);
@@ -181,18 +186,29 @@ async function openTorchEval(
     await opened.close();
     throw err;
   }
-  return {
-    policy: served.policy,
-    kind: "vllm",
-    promptStyle,
-    close: async () => {
-      try {
-        await served.close();
-      } finally {
-        await opened.close();
-      }
+  return withWorker(
+    {
+      policy: served.policy,
+      kind: "vllm",
+      promptStyle,
+      close: async () => {
+        try {
+          await served.close();
+        } finally {
+          await opened.close();
+        }
+      },
     },
-  };
+    opened.learner,
+  );
+}
+
+/** The PyTorch worker behind an evaluated torch checkpoint: its league snapshots sample there. */
+const workers = new WeakMap<OpenedPolicy, TorchLearner>();
+
+function withWorker(opened: OpenedPolicy, learner: TorchLearner): OpenedPolicy {
+  workers.set(opened, learner);
+  return opened;
 }
 
 function defaultMaxTokens(opened: OpenedPolicy, meta: Record<string, unknown> | null): number {
@@ -485,13 +501,15 @@ async function evalSnapshots(
       `--opponent snapshot:…: the run ${runDir} has no league snapshots (population.league)`,
     );
   const kernels = opened.policy instanceof EmbeddedPolicy ? opened.policy.kernels : undefined;
+  const worker = workers.get(opened);
   const snap = await snapshotCells(cells, {
     runDir,
     pool,
     play: snapshotPlay(config),
     game: await loadGame(game),
     task,
-    load: (dir, name) => loadEmbeddedPolicy(dir, name, kernels),
+    load: async (dir, name) =>
+      worker ? torchSnapshotPolicy(worker, dir, name) : loadEmbeddedPolicy(dir, name, kernels),
   });
   if (snap.skipped.length > 0)
     throw new UsageError(

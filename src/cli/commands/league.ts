@@ -8,10 +8,17 @@ import type { ModelPlayer } from "../../league/model-opponent.js";
 import { LEAGUE_DIR, snapshotSpec } from "../../league/pool.js";
 import { formatLeague, type LeaguePlayer, runLeague } from "../../league/round-robin.js";
 import { loadEmbeddedPolicy } from "../../league/snapshots.js";
-import { type CheckpointMeta, isCheckpointDir, readCheckpointMeta } from "../../model/checkpoint.js";
+import { openTorchPlayers, type TorchPlayers } from "../../league/torch-players.js";
+import {
+  type CheckpointMeta,
+  isCheckpointDir,
+  isTorchCheckpoint,
+  readCheckpointMeta,
+} from "../../model/checkpoint.js";
 import { selectKernels } from "../../model/kernels/select.js";
 import type { Kernels } from "../../model/kernels/types.js";
 import { createOpponent, describeOpponentSpecs } from "../../opponents/registry.js";
+import type { Policy } from "../../policy/types.js";
 import { loadTask } from "../../tasks/registry.js";
 import { PROMPT_STYLES, type PromptStyle } from "../../tasks/types.js";
 import { checkpointArg } from "../checkpoint-arg.js";
@@ -26,7 +33,7 @@ const USAGE =
   "return. The same seed gives the same table.\n\n" +
   "  --game NAME        tictactoe or kuhn (default: the models' game, else tictactoe)\n" +
   "  --players LIST     scripted opponent specs, comma-separated (e.g. cfr,random,aggressive)\n" +
-  "  --checkpoint DIR   an embedded checkpoint, or a run directory (its newest checkpoint); repeatable\n" +
+  "  --checkpoint DIR   a checkpoint (embedded or torch), or a run directory (its newest checkpoint); repeatable\n" +
   "  --snapshots RUN    every snapshot in RUN/league/ (a run trained with population.league); repeatable\n" +
   "  --deals N          deals per pair, each played in both seats (default 20)\n" +
   "  --seed S           root seed of the deals, the opponents' draws and the models' samples (default 0)\n" +
@@ -36,7 +43,9 @@ const USAGE =
   "  --json             print the result as one JSON object instead of the table\n\n" +
   "A model plays from its own seat the attempt-1 prompt of its training prompt style (meta.json), each\n" +
   "move asked as a first turn; an answer that is no legal move is replaced by a random legal one\n" +
-  "(the table's invalid column). At least two players in all.";
+  "(the table's invalid column). Torch checkpoints and snapshots play through the PyTorch worker:\n" +
+  "LoRA adapters of the same base model share one worker (each swapped in for its own moves), a\n" +
+  "fully fine-tuned checkpoint gets a worker of its own. At least two players in all.";
 
 interface LeagueArgs {
   game: string | undefined;
@@ -169,7 +178,7 @@ function gameOf(args: LeagueArgs, models: readonly ModelEntry[]): string {
   return args.game;
 }
 
-async function modelPlayer(entry: ModelEntry, args: LeagueArgs, kernels: Kernels): Promise<ModelPlayer> {
+function modelPlayer(entry: ModelEntry, args: LeagueArgs, policy: Policy): ModelPlayer {
   const style = entry.meta.promptStyle;
   const promptStyle: PromptStyle = PROMPT_STYLES.includes(style as PromptStyle)
     ? (style as PromptStyle)
@@ -178,11 +187,23 @@ async function modelPlayer(entry: ModelEntry, args: LeagueArgs, kernels: Kernels
   const knobs = (entry.meta.taskKnobs as { tictactoe?: Record<string, unknown> } | undefined)?.tictactoe;
   const defined = Object.fromEntries(Object.entries(knobs ?? {}).filter(([, v]) => v !== undefined));
   return {
-    policy: await loadEmbeddedPolicy(entry.dir, entry.name, kernels),
+    policy,
     promptStyle,
     sampling: { temperature: args.temperature, topP: 1, topK: 0, maxTokens, stop: [] },
     taskOptions: Object.keys(defined).length > 0 ? { knobs: defined } : {},
   };
+}
+
+/** Each model's policy: torch ones from their workers, embedded ones loaded here. */
+async function modelPolicies(
+  models: readonly ModelEntry[],
+  torch: TorchPlayers,
+  kernels: Kernels,
+): Promise<Map<string, Policy>> {
+  const out = new Map<string, Policy>();
+  for (const m of models)
+    out.set(m.name, torch.policies.get(m.name) ?? (await loadEmbeddedPolicy(m.dir, m.name, kernels)));
+  return out;
 }
 
 export const command: Command = {
@@ -210,22 +231,27 @@ export const command: Command = {
         `a league needs at least two players (got ${count}): --players, --checkpoint, --snapshots`,
       );
     const kernels = await selectKernels(args.kernels);
-    const players: LeaguePlayer[] = [
-      ...args.players.map((spec) => ({ name: spec, spec })),
-      ...(await Promise.all(
-        models.map(async (m) => ({ name: m.name, model: await modelPlayer(m, args, kernels) })),
-      )),
-    ];
-    const result = await runLeague({
-      game: await loadGame(game),
-      task: await loadTask(game),
-      players,
-      deals: args.deals,
-      seed: args.seed,
-      ...(args.json
-        ? {}
-        : { onPair: (done, total) => console.error(`league: ${done}/${total} pairs played`) }),
-    });
+    const torch = await openTorchPlayers(models.filter((m) => isTorchCheckpoint(m.dir)));
+    let result: Awaited<ReturnType<typeof runLeague>>;
+    try {
+      const policies = await modelPolicies(models, torch, kernels);
+      const players: LeaguePlayer[] = [
+        ...args.players.map((spec) => ({ name: spec, spec })),
+        ...models.map((m) => ({ name: m.name, model: modelPlayer(m, args, policies.get(m.name)!) })),
+      ];
+      result = await runLeague({
+        game: await loadGame(game),
+        task: await loadTask(game),
+        players,
+        deals: args.deals,
+        seed: args.seed,
+        ...(args.json
+          ? {}
+          : { onPair: (done, total) => console.error(`league: ${done}/${total} pairs played`) }),
+      });
+    } finally {
+      await torch.close();
+    }
     if (args.out) await writeFile(args.out, `${JSON.stringify(result, null, 2)}\n`);
     process.stdout.write(`${args.json ? JSON.stringify(result) : formatLeague(result)}\n`);
     return 0;

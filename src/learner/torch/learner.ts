@@ -86,6 +86,11 @@ export interface TorchCheckpointInfo {
   /** The model the run started from (a PEFT adapter applies to it). */
   basePath: string;
   torch: TorchModelConfig;
+  /**
+   * `learner/` holds the adapter alone (`save_adapter`: a league snapshot), no optimizer or RNG
+   * state: it is sampled as an adapter on the base model, never restored into a learner.
+   */
+  adapterOnly?: boolean;
 }
 
 /** Protocol arrays for a batch: ids and loss_mask concatenated, one length per sequence. */
@@ -330,18 +335,23 @@ export class TorchLearner implements TrainLearner {
   async save(dir: string, run: RunStateInput): Promise<void> {
     await writeDirAtomic(dir, async (tmp) => {
       const saved = await this.saveWeights(join(tmp, TORCH_CHECKPOINT_FILES.learner));
-      const info: TorchCheckpointInfo = {
-        format: "mage-torch-checkpoint",
-        saved,
-        basePath: resolve(this.options.torch.path ?? this.options.modelPath ?? ""),
-        torch: this.options.torch,
-      };
+      const info = this.checkpointInfo(saved);
       return {
         [TORCH_CHECKPOINT_FILES.torch]: `${JSON.stringify(info, null, 2)}\n`,
         [TORCH_CHECKPOINT_FILES.trainingJson]: `${JSON.stringify({ ...(run.json as object), learnerStep: this.step }, null, 2)}\n`,
         [TORCH_CHECKPOINT_FILES.meta]: run.meta,
       };
     });
+  }
+
+  /** What `torch.json` says about weights this learner saved in the `saved` format. */
+  checkpointInfo(saved: TorchCheckpointInfo["saved"]): TorchCheckpointInfo {
+    return {
+      format: "mage-torch-checkpoint",
+      saved,
+      basePath: resolve(this.options.torch.path ?? this.options.modelPath ?? ""),
+      torch: this.options.torch,
+    };
   }
 
   /** Loads what the worker's `save` wrote (weights or adapter, optimizer, RNG). */
