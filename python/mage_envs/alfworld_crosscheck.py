@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import random
 import re
@@ -147,7 +148,8 @@ def alfworld_env(folder: Path, task_types: list[int], max_steps: int, mode: str 
         "general": {"training_method": "dagger"},
         "dagger": {"training": {"max_nb_steps_per_episode": max_steps}},
     }
-    return AlfredTWEnv(config, train_eval=mode)
+    with contextlib.redirect_stdout(sys.stderr):  # its progress lines: stdout stays one JSON line per game
+        return AlfredTWEnv(config, train_eval=mode)
 
 
 class Reference:
