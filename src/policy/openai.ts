@@ -44,6 +44,7 @@
  * the Authorization header and is never logged, put in errors (server text is redacted too) or
  * exposed through `metrics`, `name` or `toJSON`.
  */
+import { setMaxListeners } from "node:events";
 import { UsageError } from "../core/errors.js";
 import { Rng } from "../core/rng.js";
 import {
@@ -387,6 +388,8 @@ export class OpenAIChatPolicy implements Policy {
     if (requests.length === 0) return [];
     const call = this.#calls++;
     const batch = new AbortController();
+    // Each request waiting or in flight listens on it (Node warns past 10 listeners by default).
+    setMaxListeners(Math.max(10, 2 * requests.length), batch.signal);
     let firstError: unknown;
     const settled = await Promise.allSettled(
       requests.map((request, i) =>

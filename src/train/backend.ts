@@ -1,7 +1,7 @@
 import { join, resolve } from "node:path";
 import { EmbeddedLearner } from "../learner/embedded.js";
 import { TorchLearner } from "../learner/torch/learner.js";
-import { managedRolloutPolicy, startManagedVllm } from "../learner/torch/managed-vllm.js";
+import { checkManagedVllm, managedRolloutPolicy, startManagedVllm } from "../learner/torch/managed-vllm.js";
 import { TorchPolicy } from "../learner/torch/policy.js";
 import { ServedRolloutPolicy } from "../learner/torch/served.js";
 import type { VllmServerOptions } from "../learner/torch/vllm-server.js";
@@ -78,6 +78,8 @@ export async function torchBackend(
   } = {},
 ): Promise<TrainBackend> {
   const t = config.model.torch;
+  // A bad model path, a missing vLLM environment or a busy port fail before the worker loads.
+  if (t.rollout === "vllm") await checkManagedVllm(t);
   // rollout: vllm: the server starts while the worker loads (both take a while; the server most).
   const starting = await Promise.allSettled([
     TorchLearner.open({
@@ -133,7 +135,10 @@ export async function torchBackend(
       syncPolicy = (iteration) => served.push(iteration);
     }
     if (server) {
-      const served = managedRolloutPolicy(server, learner, join(resolve(outDir), "served"), opts.fetch);
+      const served = managedRolloutPolicy(server, learner, join(resolve(outDir), "served"), {
+        concurrency: t.vllm.concurrency,
+        ...(opts.fetch ? { fetch: opts.fetch } : {}),
+      });
       policy = served;
       syncPolicy = (iteration) => served.push(iteration);
     }

@@ -187,6 +187,11 @@ export const TorchVllmSchema = z
      * Weight pushes run in one worker process (model.torch.processes: 1).
      */
     push: z.enum(["lora", "merged"]).default("merged"),
+    /**
+     * Requests in flight to the server at once (vLLM batches what is in flight; the worker's own
+     * sampler takes a whole turn's requests at once). Each request carries its own seed.
+     */
+    concurrency: z.number().int().positive().default(16),
   })
   .strict();
 

@@ -59,13 +59,14 @@ export interface TrainResult {
 
 /**
  * What a resumed run may change: how long it trains, how often it checkpoints, how it is
- * evaluated, which kernels compute it, where a vLLM server runs, how many worker processes
+ * evaluated, which kernels compute it, where a vLLM server runs and how weights reach it and
+ * how many requests it gets at once (the same policy, sampled per request's seed), how many worker processes
  * (FSDP ranks) train it, since its checkpoints hold the full state keyed by parameter name, and
  * how its processes run (`isRuntimeOnlyField`). Anything else would splice two different runs
  * into one.
  */
 const RESUMABLE_CHANGES =
-  /^(train\.iterations|train\.maxMinutes|train\.checkpointEvery|eval(\..*)?|model\.kernels|model\.torch\.rolloutUrl|model\.torch\.processes)$/;
+  /^(train\.iterations|train\.maxMinutes|train\.checkpointEvery|eval(\..*)?|model\.kernels|model\.torch\.rolloutUrl|model\.torch\.processes|model\.torch\.vllm\.(push|concurrency))$/;
 
 function refuseChangedConfig(outDir: string, config: MageConfig): void {
   const file = join(outDir, "config.yaml");
@@ -87,7 +88,8 @@ function refuseChangedConfig(outDir: string, config: MageConfig): void {
       `${diff.join("\n  ")}\n` +
       "Restore those settings to continue it, or choose a new --out. (A resumed run may change " +
       "train.iterations, train.maxMinutes, train.checkpointEvery, eval, logging, model.kernels, model.torch.python, " +
-      "model.torch.timeoutSeconds, model.torch.prefixCacheMB, model.torch.rolloutUrl and model.torch.processes.)",
+      "model.torch.timeoutSeconds, model.torch.prefixCacheMB, model.torch.rolloutUrl, model.torch.processes " +
+      "and model.torch.vllm's python, port, startTimeoutS, push and concurrency.)",
   );
 }
 

@@ -19,7 +19,8 @@ import { writeFileSync } from "node:fs";
 import { startFakeVllm } from "./fake-vllm.js";
 
 const args = process.argv.slice(2);
-const portAt = args.indexOf("--port");
+// The last --port wins, as with argparse.
+const portAt = args.lastIndexOf("--port");
 const port = portAt >= 0 ? Number(args[portAt + 1]) : 0;
 const mode = process.env.FAKE_VLLM_MODE ?? "ok";
 

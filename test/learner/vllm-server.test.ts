@@ -138,6 +138,7 @@ describe("the managed vLLM server's command line and environment", () => {
       extraArgs: [],
       startTimeoutS: 600,
       push: "merged",
+      concurrency: 16,
     });
     // Full fine-tuning pushes whole weights; so does a merged LoRA push, from one worker process.
     assert.equal(torch({ rollout: "vllm" }).model.torch.lora, null);
@@ -168,6 +169,10 @@ describe("the managed vLLM server's command line and environment", () => {
       /model\.torch\.vllm\.startTimeoutS/,
     );
     fails({ rollout: "vllm", lora: { rank: 8 }, vllm: { args: [] } }, /model\.torch\.vllm/);
+    fails(
+      { rollout: "vllm", lora: { rank: 8 }, vllm: { concurrency: 0 } },
+      /model\.torch\.vllm\.concurrency/,
+    );
   });
 });
 
@@ -281,6 +286,37 @@ describe("the managed vLLM server's lifecycle (a stand-in server)", { skip: LINU
         /model\.torch\.vllm\.python\): .*no-such-python does not exist/.test(e.message) &&
         /node scripts\/vllm-env\.mjs/.test(e.message),
     );
+  });
+
+  it("a port taken before the server binds it fails the start naming the port", async () => {
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, "127.0.0.1", () => r()));
+    const port = (busy.address() as { port: number }).port;
+    try {
+      await assert.rejects(
+        start(fake("ok").python, { extraArgs: ["--port", String(port)] }),
+        (e: unknown) =>
+          e instanceof UsageError &&
+          e.message.includes(
+            `could not listen on 127.0.0.1:${port}: the port is in use (a --port in model.torch.vllm.extraArgs)`,
+          ),
+      );
+    } finally {
+      busy.close();
+    }
+  });
+
+  it("a server process killed by a signal is named so in the error", async () => {
+    const f = fake("ok");
+    const server = await start(f.python);
+    process.kill(readPids(f.pidsFile).server, "SIGKILL");
+    const deadline = Date.now() + 10_000;
+    while (!server.exit && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.match(
+      server.deathError().message,
+      /exited with code 137, its server process killed by SIGKILL \(a crash, running out of memory, or a kill\)/,
+    );
+    assert.deepEqual(groupMembers(server.pid), []);
   });
 
   for (const how of ["exit", "throw", "kill -9"] as const) {

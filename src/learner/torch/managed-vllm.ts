@@ -11,14 +11,15 @@
  *   ...
  *   await server.stop();
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { UsageError } from "../../core/errors.js";
 import { type TorchModelConfig, TorchVllmSchema } from "../../train/config.js";
 import type { TorchLearner } from "./learner.js";
 import type { OpenedTorchCheckpoint } from "./open-checkpoint.js";
 import { ServedRolloutPolicy } from "./served.js";
-import { type VllmPush, VllmServer, type VllmServerOptions } from "./vllm-server.js";
+import { checkVllmStart, type VllmPush, VllmServer, type VllmServerOptions } from "./vllm-server.js";
 
 /** The name the managed server gives the base model (adapters are named per push). */
 export const MANAGED_BASE_NAME = "base";
@@ -39,12 +40,35 @@ export function managedPush(torch: TorchModelConfig): VllmPush {
   return torch.lora !== null && torch.vllm.push === "lora" ? "lora" : "weights";
 }
 
+/** The model directory vLLM is to serve: a usage error naming it when it has no config.json. */
+function checkServedModel(model: string): void {
+  if (!existsSync(join(model, "config.json")))
+    throw new UsageError(
+      `model.torch.path: ${model} ${existsSync(model) ? "has no config.json" : "does not exist"}; ` +
+        "the vLLM server (rollout: vllm) serves a Hugging Face model directory",
+    );
+}
+
+/**
+ * What `startManagedVllm` would refuse, checked before the run loads its worker: the interpreter,
+ * the model directory and a configured port (each a usage error naming it).
+ */
+export async function checkManagedVllm(torch: TorchModelConfig, modelDir?: string): Promise<void> {
+  checkServedModel(resolve(modelDir ?? torch.path!));
+  await checkVllmStart(torch.vllm);
+}
+
 /** Starts the server of `rollout: vllm` on `modelDir` (default `torch.path`). */
 export function startManagedVllm(
   torch: TorchModelConfig,
   opts: { modelDir?: string; logFile?: string | null; overrides?: Partial<VllmServerOptions> } = {},
 ): Promise<VllmServer> {
   const model = resolve(opts.modelDir ?? torch.path!);
+  try {
+    checkServedModel(model);
+  } catch (err) {
+    return Promise.reject(err);
+  }
   return VllmServer.start({
     model,
     servedName: MANAGED_BASE_NAME,
@@ -66,7 +90,7 @@ export function managedRolloutPolicy(
   server: VllmServer,
   learner: TorchLearner,
   adapterDir: string,
-  fetchFn?: typeof fetch,
+  opts: { fetch?: typeof fetch; concurrency?: number } = {},
 ): ServedRolloutPolicy {
   return new ServedRolloutPolicy({
     learner,
@@ -77,7 +101,8 @@ export function managedRolloutPolicy(
     weightsDir: null,
     reload: server.push === "weights" ? { dtype: server.dtype } : null,
     serverFailure: () => (server.exit ? server.deathError() : null),
-    ...(fetchFn ? { fetch: fetchFn } : {}),
+    ...(opts.concurrency ? { policy: { concurrency: opts.concurrency } } : {}),
+    ...(opts.fetch ? { fetch: opts.fetch } : {}),
   });
 }
 
@@ -107,7 +132,7 @@ export async function serveCheckpointWithVllm(
     }
   };
   try {
-    const policy = managedRolloutPolicy(server, opened.learner, dir);
+    const policy = managedRolloutPolicy(server, opened.learner, dir, { concurrency: torch.vllm.concurrency });
     await policy.push(0);
     return { policy, server, close };
   } catch (err) {

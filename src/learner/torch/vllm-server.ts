@@ -40,6 +40,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, existsSync, readdirSync, readFileSync, type WriteStream } from "node:fs";
 import { createServer } from "node:net";
+import { constants } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { ExternalFailure, UsageError, withOutputTail } from "../../core/errors.js";
 import { forEachLine } from "../../core/stream-lines.js";
@@ -270,6 +271,26 @@ export function portFree(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * What can be checked before anything starts: the interpreter exists and a configured port is
+ * free (each a usage error naming its field). Returns the interpreter.
+ */
+export async function checkVllmStart(
+  vllm: TorchVllmConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
+  const { python, source } = resolveVllmPython(vllm.python, env);
+  if (!existsOnPath(python, env))
+    throw new UsageError(
+      `the vLLM interpreter (${source}): ${python} does not exist. For model.torch.rollout: vllm, ${SETUP_HINT}.`,
+    );
+  if (vllm.port !== null && !(await portFree(vllm.port)))
+    throw new UsageError(
+      `model.torch.vllm.port: 127.0.0.1:${vllm.port} is in use; choose another port, or null for a free one`,
+    );
+  return python;
+}
+
 export class VllmServer {
   /** e.g. http://127.0.0.1:41234/v1 */
   readonly baseUrl: string;
@@ -279,6 +300,8 @@ export class VllmServer {
   private log: WriteStream | null = null;
   private stopping: Promise<void> | null = null;
   private readonly onOutput: ((line: string) => void) | undefined;
+  /** The port the server was told to listen on (a `--port` in extraArgs overrides mage's). */
+  private listenPort = 0;
 
   private constructor(
     private readonly child: ChildProcess,
@@ -315,19 +338,8 @@ export class VllmServer {
   /** Starts the server and waits until it answers `GET /v1/models`. */
   static async start(o: VllmServerOptions): Promise<VllmServer> {
     const baseEnv = o.env ?? process.env;
-    const { python, source } = resolveVllmPython(o.vllm.python, baseEnv);
-    if (!existsOnPath(python, baseEnv))
-      throw new UsageError(
-        `the vLLM interpreter (${source}): ${python} does not exist. For model.torch.rollout: vllm, ${SETUP_HINT}.`,
-      );
-    let port: number;
-    if (o.vllm.port !== null) {
-      if (!(await portFree(o.vllm.port)))
-        throw new UsageError(
-          `model.torch.vllm.port: 127.0.0.1:${o.vllm.port} is in use; choose another port, or null for a free one`,
-        );
-      port = o.vllm.port;
-    } else port = await freePort();
+    const python = await checkVllmStart(o.vllm, baseEnv);
+    const port = o.vllm.port ?? (await freePort());
     const push = o.push ?? "lora";
     const serverArgv = o.command
       ? o.command.map((a) => a.replaceAll("{port}", String(port)))
@@ -371,6 +383,7 @@ export class VllmServer {
     for (const s of [child.stdin, child.stdout, child.stderr])
       (s as unknown as { unref?: () => void })?.unref?.();
     const server = new VllmServer(child, port, python, o.logFile ?? null, graceMs, o.onOutput, push, o.dtype);
+    server.listenPort = lastPortArg(serverArgv) ?? port;
     server.line(`mage: started ${serverArgv.join(" ")} (process group ${pgid})`);
     try {
       await server.waitReady(o.vllm.startTimeoutS * 1000);
@@ -408,7 +421,15 @@ export class VllmServer {
   private exitText(): string {
     const e = this.exitStatus;
     if (!e) return "is running";
-    return e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`;
+    if (e.signal) return `was killed by ${e.signal}`;
+    // The guard exits with 128 + N when the server itself died of signal N.
+    const sig =
+      e.code !== null && e.code > 128
+        ? Object.entries(constants.signals).find(([, n]) => n === e.code! - 128)?.[0]
+        : undefined;
+    return sig
+      ? `exited with code ${e.code}, its server process killed by ${sig}`
+      : `exited with code ${e.code}`;
   }
 
   private watch(stream: NodeJS.ReadableStream | null): void {
@@ -450,6 +471,13 @@ export class VllmServer {
     const text = tail.join("\n");
     if (/No module named '?vllm/.test(text))
       return new UsageError(`${this.python} has no vLLM (the server ${this.exitText()}). ${SETUP_HINT}.`);
+    // Taken between mage's check and the server's bind (or by a --port in extraArgs).
+    if (/\[Errno 98\]|[Aa]ddress already in use/.test(text))
+      return new UsageError(
+        `the vLLM server could not listen on 127.0.0.1:${this.listenPort}: the port is in use ` +
+          `(${this.listenPort === this.port ? "taken after mage found it free" : "a --port in model.torch.vllm.extraArgs"}); ` +
+          `it ${this.exitText()}. Its last lines:\n${tail.slice(-5).join("\n")}`,
+      );
     return new VllmServerError(
       `the vLLM server ${this.exitText()} before it was ready` +
         (this.logFile ? `; its log: ${this.logFile}` : ""),
@@ -489,4 +517,11 @@ export class VllmServer {
 function existsOnPath(cmd: string, env: NodeJS.ProcessEnv): boolean {
   if (cmd.includes("/")) return existsSync(cmd);
   return (env.PATH ?? "").split(delimiter).some((d) => d !== "" && existsSync(join(d, cmd)));
+}
+
+/** The value of the last `--port` in a command line (the one argparse keeps). */
+function lastPortArg(argv: readonly string[]): number | null {
+  const i = argv.lastIndexOf("--port");
+  const n = i >= 0 ? Number(argv[i + 1]) : Number.NaN;
+  return Number.isInteger(n) ? n : null;
 }
