@@ -6,8 +6,10 @@ One environment per task (`sw-boil`, `sw-find-animal`, …); the seed is Science
 index and must lie in the `split`'s range (ScienceWorld's own train/dev/test variations, from
 `data/scienceworld_tasks.json`, measured from the engine; a test checks them). Config: the split,
 ScienceWorld's simplifications as booleans (`teleportAction`, `openDoors`, `openContainers`,
-`selfWateringFlowerPots`, `noElectricalAction`; all five are ScienceWorld's `easy`), and a step
-limit. Score: ScienceWorld's 0-100 as 0-1 (a wrong `focus on` ends the attempt at -1); reward 10 ×
+`selfWateringFlowerPots`, `noElectricalAction`; all five are ScienceWorld's `easy`), a step
+limit, and the expert (`expert`: `gold`, the default, the engine's gold path; `explore`, for the find
+tasks, an explorer that does not know where the thing is and reads earlier attempts' facts,
+sw_find_expert.py). Score: ScienceWorld's 0-100 as 0-1 (a wrong `focus on` ends the attempt at -1); reward 10 ×
 the score's change; `won` when the task is completed with the full score.
 
 What the agent sees: the engine's text, then the objects in view (`Objects in view: …`, the
@@ -49,6 +51,7 @@ from scienceworld.constants import BASEPATH, JAR_PATH
 from .jvm import Jvm
 from .protocol import CreateArgs, EnvError, Environment, Json, Session, action_content, applied_step, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
+from .sw_find_expert import FIND_TASKS, FindTask, find_map, find_task
 
 TASKS: dict[str, Json] = json.loads((Path(__file__).parent / "data" / "scienceworld_tasks.json").read_text())
 SPLITS = ("train", "dev", "test")
@@ -63,6 +66,7 @@ ELECTRICAL = ("power-component", "conductivity")
 REWARD_SCALE = 10.0
 DEFAULT_MAX_STEPS = 100
 OBJECTS_IN_VIEW = ("always", "changed")
+EXPERTS = ("gold", "explore")
 OBJECTS_AS_BEFORE = "Objects in view: as before."
 UNKNOWN = "No known action matches that input."
 _LOCATION = re.compile(r"This (?:\w+ )?(?:location|room) is called the (.+?)\. (?:Here you see|In it, you see):")
@@ -190,6 +194,8 @@ class SwSession(Session):
         self.split = str(args.config["split"])
         self.max_steps = int(args.config["maxSteps"])
         self.objects_when = str(args.config["objectsInView"])
+        self.expert_kind = str(args.config.get("expert", "gold"))
+        self._find: FindTask | None = None
         self.simplifications = ",".join(k for k in SIMPLIFICATIONS if args.config[k])
         self._gold: list[str] | None = None
         with self.engine.lock:
@@ -218,6 +224,7 @@ class SwSession(Session):
         self.score = 0.0
         self.completed = False
         self.actions: list[str] = []
+        self.trace: list[tuple[str, str]] = [("", self.observation)]
         self.looks: dict[str, str] = {}
         self._note_look(self.engine_text)
         return iface
@@ -319,6 +326,7 @@ class SwSession(Session):
         if command is None:
             return invalid_step(self.observation, self.observation, reason, content, self.legal(), None)
         self.actions.append(command)
+        self.trace.append((command, self.observation))
         self._note_look(self.engine_text)
         self.steps += 1
         reward = REWARD_SCALE * (score - self.score)
@@ -332,12 +340,23 @@ class SwSession(Session):
         )
 
     def expert(self, memory: list[str]) -> Json:
-        """ScienceWorld's gold action sequence while this attempt has followed it (None after a deviation);
-        facts: what each room visited held (top-level objects). `memory` is not used."""
+        """`expert: gold` (the default): ScienceWorld's gold action sequence while this attempt has followed
+        it (None after a deviation); facts: what each room visited held (top-level objects); `memory` is
+        not used. `expert: explore` (the find tasks): an explorer over what this attempt saw and `memory`,
+        with the facts a next attempt needs first (sw_find_expert.py)."""
+        if self.expert_kind == "explore":
+            m = find_map(self.find_task(), self.trace, memory)
+            return {"action": None if self.done else m.next_action(), "facts": m.facts()}
         gold = self.gold()
         on_path = self.actions == gold[: len(self.actions)] and len(self.actions) < len(gold)
         facts = [f"The {room} held: {items}." for room, items in self.looks.items()]
         return {"action": gold[len(self.actions)] if on_path and not self.done else None, "facts": facts}
+
+    def find_task(self) -> FindTask:
+        """What the exploring expert is told: the thing (the gold path's), the box, the doors' start."""
+        if self._find is None:
+            self._find = find_task(self.goal, self.gold(), doors_open="openDoors" in self.simplifications.split(","))
+        return self._find
 
     def gold(self) -> list[str]:
         """The engine's gold path for this variation, generated once (ScienceWorld draws a new one on every
@@ -367,6 +386,9 @@ class SwEnv(Environment):
                          "description": "game steps per attempt (commands the engine understood)"},
             "objectsInView": {"type": "string", "choices": list(OBJECTS_IN_VIEW), "default": "always",
                               "description": "list the objects in view after every command, or only when they changed"},
+            "expert": {"type": "string", "choices": list(EXPERTS), "default": "gold",
+                       "description": "POST /expert: the gold path, or (find tasks) an explorer that does not know where "
+                                      "the thing is and reads earlier attempts' facts"},
         }
         return {
             "name": self.name,
@@ -390,6 +412,9 @@ class SwEnv(Environment):
         if args.config["noElectricalAction"] and any(e in self.task for e in ELECTRICAL):
             raise EnvError("bad_config", f"{self.task} needs electrical actions: noElectricalAction must be false",
                            field="config.noElectricalAction")
+        if args.config.get("expert", "gold") == "explore" and self.task not in FIND_TASKS:
+            raise EnvError("bad_config", f"expert explore is for the find tasks ({', '.join(FIND_TASKS)}), not {self.task}",
+                           field="config.expert")
         return SwSession(self, args)
 
 

@@ -1,6 +1,8 @@
 """The ScienceWorld adapter over HTTP: identical text on every attempt (with another session played in
 between), lists in a fixed order, the variations' splits, config errors naming the field, answers the
-engine cannot parse as invalid steps, and the gold path as the expert."""
+engine cannot parse as invalid steps, the gold path as the expert, and the find tasks' exploring
+expert (wins without knowing where the thing is; a later attempt with a lost one's facts walks
+straight to it)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from envhelp import Client, running
 from mage_envs.protocol import CreateArgs
 from mage_envs.scienceworld_server import TASKS, SwEnv, SwSession, canonical, environments
 
-SERVED = ["boil", "find-living-thing", "test-conductivity", "use-thermometer"]
+SERVED = ["boil", "find-animal", "find-living-thing", "test-conductivity", "use-thermometer"]
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +105,8 @@ def test_variations_must_lie_in_the_split(client: Client, split: str, seed: int,
     ("env", "config", "field"),
     [("sw-boil", {"openDoors": "yes"}, "config.openDoors"), ("sw-boil", {"easy": True}, "config.easy"),
      ("sw-test-conductivity", {"noElectricalAction": True}, "config.noElectricalAction"),
-     ("sw-boil", {"maxSteps": 1001}, "config.maxSteps"), ("sw-boil", {"split": "val"}, "config.split")],
+     ("sw-boil", {"maxSteps": 1001}, "config.maxSteps"), ("sw-boil", {"split": "val"}, "config.split"),
+     ("sw-boil", {"expert": "explore"}, "config.expert"), ("sw-find-animal", {"expert": "oracle"}, "config.expert")],
 )
 def test_bad_config_names_the_field(client: Client, env: str, config: dict[str, Any], field: str) -> None:
     status, err = client.call("/create", {"env": env, "seed": 0, "config": config})
@@ -226,3 +229,56 @@ def test_facts_name_a_rooms_things_briefly(envs: dict[str, SwEnv]) -> None:
         assert len(things) <= 7 and not any(t.startswith(("a ", "the ", "door to")) for t in things), fact
         assert "containing" not in fact and "is:" not in fact, fact
         assert len(fact) < 160, f"a remark of 48 tokens holds it: {fact}"
+
+
+def _play(s: SwSession, memory: list[str]) -> list[str]:
+    """The expert's commands until the attempt ends; every one is a valid step."""
+    played: list[str] = []
+    while not s.done:
+        action = s.expert(memory)["action"]
+        assert isinstance(action, str), (s.variation, played)
+        assert s.step(f"<action>{action}</action>")["valid"], (s.variation, action)
+        played.append(action)
+    return played
+
+
+@pytest.mark.parametrize("doors", [False, True])
+@pytest.mark.parametrize(("env", "variation"), [("sw-find-animal", 0), ("sw-find-animal", 2), ("sw-find-animal", 9),
+                                                ("sw-find-living-thing", 1)])
+def test_the_exploring_expert_wins_and_a_later_attempt_walks_straight_there(
+        envs: dict[str, SwEnv], env: str, variation: int, doors: bool) -> None:
+    s = _session(envs[env], variation, maxSteps=60, openDoors=doors, expert="explore")
+    free = _play(s, [])
+    assert s.won and s.score == 1.0
+    gold = [a for a in s.gold() if a != "look around" and not (doors and a.startswith("open door"))]
+    assert len(free) > len(gold), "it explores: it does not know where the thing is"
+    # An attempt cut one step short of the box leaves facts that lead with where the thing was.
+    short = _session(envs[env], variation, maxSteps=len(free) - 1, openDoors=doors, expert="explore")
+    short._gold = s.gold()
+    assert not _play(short, []) or not short.won
+    facts = short.expert([])["facts"]
+    assert facts[0].startswith(f"The {short.find_task().noun} was in the ") and facts[1].startswith("Path: "), facts
+    short.restart()
+    again = _play(short, facts[:3])
+    assert short.won and len(again) < len(free), (again, free)
+    assert again.index(f"focus on {short.find_task().target}") <= len(gold), (again, gold)
+
+
+def test_the_exploring_expert_over_http(client: Client) -> None:
+    created = _create(client, "sw-find-animal", 5, expert="explore", openDoors=True, maxSteps=8)
+    sid, seq, reply = created["session"], 0, {"done": False}
+    while not reply["done"]:
+        action = client.ok("/expert", {"session": sid, "memory": []})["action"]
+        seq += 1
+        reply = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
+    assert not reply["won"]
+    facts = client.ok("/expert", {"session": sid, "memory": []})["facts"]
+    assert facts and all(isinstance(f, str) for f in facts)
+    seq += 1
+    client.ok("/restart", {"session": sid, "seq": seq})
+    reply = {"done": False}
+    while not reply["done"]:
+        action = client.ok("/expert", {"session": sid, "memory": facts[:3]})["action"]
+        seq += 1
+        reply = client.ok("/step", {"session": sid, "seq": seq, "action": f"<action>{action}</action>"})
+    assert reply["won"], facts[:3]

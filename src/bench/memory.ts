@@ -9,7 +9,13 @@
  * - `longest`: the longest prompt (the context a trial needs).
  *
  * The player is the same in every mode (a uniformly random legal action keyed by the request's
- * seed, and one fixed remark), so only the prompts differ. Environments are found from
+ * seed, and one fixed remark), so only the prompts differ. With `MAGE_BENCH_MEMORY_PLAYER=expert`
+ * it is the environment's expert instead (`POST /expert`, given the facts the trial's earlier
+ * remarks stated), whose remark states the attempt's own facts as a warm-start corpus does
+ * (`composeRemark`, at most 3 facts within `MAGE_BENCH_MEMORY_REMARK_TOKENS`, default 40): where a
+ * random legal command ends an attempt at once (ScienceWorld's `focus on`), this plays trials as
+ * long as a trained model's, and a later attempt walks what the remark stated, as in every mode
+ * with the same actions. Environments are found from
  * `MAGE_BENCH_MEMORY_ENVS` (`name@url` list; default the coin collector at 127.0.0.1:8769 and
  * ALFWorld at 127.0.0.1:8770); an unreachable server is skipped with a line saying so. The model
  * directory is `MAGE_BENCH_MODEL` (default models/smollm2-135m-instruct).
@@ -23,6 +29,7 @@ import type { Row, TrialRecord, TrialSpec } from "../rollout/types.js";
 import { openRemoteTask, type RemoteTask, type RemoteTaskDefinition } from "../tasks/remote.js";
 import { REFLECTION_TYPES } from "../tasks/types.js";
 import { prefixChains } from "../train/batch.js";
+import { composeRemark } from "../train/pretrain/served-corpus.js";
 import { median } from "./median.js";
 
 const TRIALS = Number(process.env.MAGE_BENCH_MEMORY_TRIALS ?? 8);
@@ -42,6 +49,14 @@ const DEFAULT_ENVS: BenchEnv[] = [
     url: "http://127.0.0.1:8769",
     config: { split: "train", numLocations: 4, includeDoors: true, maxSteps: 12 },
     seeds: { min: 0, max: 999 },
+    maxTurns: 12,
+  },
+  {
+    // configs/pretrain/scienceworld-find-animal-smollm2-v2.yaml's setting (issue 56, part 7).
+    name: "sw-find-animal",
+    url: "http://127.0.0.1:8770",
+    config: { split: "train", openDoors: true, maxSteps: 12, expert: "explore" },
+    seeds: { min: 0, max: 149 },
     maxTurns: 12,
   },
   {
@@ -68,12 +83,16 @@ const SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 
 
 /** A random legal action per play call (keyed by the request's seed), one fixed remark per reflect call. */
 class RandomLegalPlayer implements Policy {
-  readonly name = "random-legal";
+  readonly name: string = "random-legal";
   private readonly tasks = new Map<number, RemoteTask>();
 
   register(trialId: number, task: RemoteTask): RemoteTask {
     this.tasks.set(trialId, task);
     return task;
+  }
+
+  protected task(trialId: number): RemoteTask {
+    return this.tasks.get(trialId)!;
   }
 
   async generate(requests: readonly GenerateRequest[]): Promise<Generation[]> {
@@ -88,8 +107,41 @@ class RandomLegalPlayer implements Policy {
   }
 }
 
+const REMARK_TOKENS = Number(process.env.MAGE_BENCH_MEMORY_REMARK_TOKENS ?? 40);
+
+/** The environment's expert per play call, given the facts the trial's remarks stated; remarks state the attempt's facts. */
+class ExpertPlayer extends RandomLegalPlayer {
+  override readonly name = "expert";
+  private readonly stated = new Map<number, string[]>();
+
+  override async generate(requests: readonly GenerateRequest[]): Promise<Generation[]> {
+    return Promise.all(
+      requests.map(async (r) => {
+        const key = r.trial!;
+        const task = this.task(key.trialId);
+        const memory = this.stated.get(key.trialId) ?? [];
+        const rng = Rng.seeded(r.seed >>> 0);
+        let text: string;
+        if (key.phase === "reflect") {
+          const remark = composeRemark(
+            (await task.expert([])).facts,
+            { maxFacts: 3, maxTokens: REMARK_TOKENS },
+            rng,
+          );
+          this.stated.set(key.trialId, [...memory, ...remark.stated.filter((f) => !memory.includes(f))]);
+          text = remark.text;
+        } else {
+          text = `<action>${(await task.expert(memory)).action ?? rng.pick(task.legalActions())}</action>`;
+        }
+        return { text, tokenIds: [], logprobs: [], finishReason: "stop" as const, promptTokens: 0 };
+      }),
+    );
+  }
+}
+
 async function playMode(def: RemoteTaskDefinition, env: BenchEnv, mode: string): Promise<TrialRecord[]> {
-  const player = new RandomLegalPlayer();
+  const player =
+    process.env.MAGE_BENCH_MEMORY_PLAYER === "expert" ? new ExpertPlayer() : new RandomLegalPlayer();
   const specs: TrialSpec[] = Array.from({ length: TRIALS }, (_, i) => ({
     trialId: i,
     groupId: i,
@@ -153,7 +205,7 @@ async function benchEnv(learner: TorchLearner, env: BenchEnv): Promise<void> {
     return;
   }
   console.log(
-    `${env.name} (${JSON.stringify(env.config)}), ${TRIALS} trials × ${ATTEMPTS} attempts, ${env.maxTurns} answers an attempt, random legal play:`,
+    `${env.name} (${JSON.stringify(env.config)}), ${TRIALS} trials × ${ATTEMPTS} attempts, ${env.maxTurns} answers an attempt, ${process.env.MAGE_BENCH_MEMORY_PLAYER === "expert" ? "the expert's play and remarks" : "random legal play"}:`,
   );
   console.log("mode                     calls  prompt tokens (median/trial)  scored  longest prompt");
   for (const mode of REFLECTION_TYPES) {
