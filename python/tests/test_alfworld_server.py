@@ -1,5 +1,6 @@
-"""The ALFWorld adapter: the same text as ALFWorld's own `AlfredTWEnv` under the expert's actions (one
-game of each task type here; the whole valid_seen split is run by `python -m
+"""The ALFWorld adapter: the same text, reward, done and won as ALFWorld's own `AlfredTWEnv` under the
+expert's actions (one game of each task type) and along random walks of admissible and inadmissible
+commands in ALFWorld's evaluation mode (one game; whole splits are run by `python -m
 mage_envs.alfworld_crosscheck`, docs/environments.md), a restart that is the identical state and takes
 well under 50 ms, invalid answers that never reach the game, config errors that name the field, and
 setup errors (planner, data folder) that say what to fix at start and answer 422, never a retried 500."""
