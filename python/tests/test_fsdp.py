@@ -15,6 +15,7 @@ import torch
 from helpers import call, load_fields, loaded_worker, weights
 from test_update import LOSS, ppo_batch
 
+from mage_learner import PROTOCOL_VERSION
 from mage_learner.client import Client
 
 LORA = {"rank": 4, "alpha": 8, "dropout": 0.0, "targetModules": ["q_proj", "v_proj"]}
@@ -37,7 +38,7 @@ def test_two_ranks_equal_one_process(llama_dir: Path, tmp_path: Path) -> None:
     cmd = torchrun() + ["--standalone", "--nproc-per-node", "2", "-m", "mage_learner.worker"]
     env = {"MAGE_DIST_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     with Client(cmd, env=env, timeout=240) as c:
-        hello, _ = c.call("hello", protocol=1)
+        hello, _ = c.call("hello", protocol=PROTOCOL_VERSION)
         assert hello["worldSize"] == 2
         h, _ = c.call("load", **load_fields(llama_dir, optimizer=OPT, reference=True))
         assert one.loaded is not None
@@ -118,7 +119,7 @@ def test_ranks_exit_when_the_launcher_is_killed() -> None:
     env = {"MAGE_DIST_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     c = Client(cmd, env=env, timeout=240)
     try:
-        assert c.call("hello", protocol=1)[0]["worldSize"] == 2
+        assert c.call("hello", protocol=PROTOCOL_VERSION)[0]["worldSize"] == 2
         ranks = children_of(c.proc.pid)
         assert len(ranks) == 2, ranks
         os.kill(c.proc.pid, signal.SIGKILL)
@@ -163,7 +164,7 @@ def test_checkpoints_move_between_one_process_and_two_ranks(llama_dir: Path, tmp
     cmd = torchrun() + ["--standalone", "--nproc-per-node", "2", "-m", "mage_learner.worker"]
     env = {"MAGE_DIST_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     with Client(cmd, env=env, timeout=240) as c:
-        c.call("hello", protocol=1)
+        c.call("hello", protocol=PROTOCOL_VERSION)
         c.call("load", **load_fields(llama_dir, optimizer=OPT, lora=lora))
         assert c.call("restore", path=str(tmp_path / "one"))[0]["step"] == 1
         resumed = two_updates(c.call)
