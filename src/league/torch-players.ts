@@ -4,13 +4,13 @@
  * its own adapter, swapped in for each of its moves, and the worker holds them all. A checkpoint
  * of full fine-tuning gets a worker of its own.
  */
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import type { TorchCheckpointInfo, TorchLearner } from "../learner/torch/learner.js";
 import { openCheckpointWorker, readTorchCheckpointInfo } from "../learner/torch/open-checkpoint.js";
 import { TorchPolicy } from "../learner/torch/policy.js";
 import type { TorchWorkerOptions } from "../learner/torch/worker.js";
-import { TORCH_CHECKPOINT_FILES } from "../model/checkpoint.js";
 import type { Policy } from "../policy/types.js";
+import { snapshotAdapterDir } from "./torch-snapshots.js";
 
 export interface TorchPlayerEntry {
   name: string;
@@ -42,7 +42,7 @@ async function describe(entries: readonly TorchPlayerEntry[]): Promise<Described
     entries.map(async (e) => ({
       ...e,
       info: await readTorchCheckpointInfo(e.dir),
-      learnerDir: resolve(join(e.dir, TORCH_CHECKPOINT_FILES.learner)),
+      learnerDir: resolve(snapshotAdapterDir(e.dir)),
     })),
   );
 }
