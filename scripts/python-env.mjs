@@ -7,7 +7,7 @@
 //   MAGE_VENV=/some/dir node scripts/...  # another location (e.g. shared by several worktrees)
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -23,6 +23,22 @@ function run(cmd, args) {
   const r = spawnSync(cmd, args, { stdio: ["ignore", process.stderr, process.stderr] });
   if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} exited with ${r.status}`);
+}
+
+/**
+ * Refuses to start an install that cannot fit: pip fails half-way with "No space left on device"
+ * and leaves a broken environment behind. `neededGiB` is the installed size plus pip's unpacking room.
+ */
+export function checkFreeDisk(dir, neededGiB, what) {
+  let probe = dir;
+  while (!existsSync(probe)) probe = dirname(probe);
+  const { bavail, bsize } = statfsSync(probe);
+  const freeGiB = (Number(bavail) * Number(bsize)) / 2 ** 30;
+  if (freeGiB < neededGiB)
+    throw new Error(
+      `${what} needs about ${neededGiB} GiB free under ${probe}; ${freeGiB.toFixed(1)} GiB is free. ` +
+        "Free some space, or set MAGE_VENV to a folder on a larger disk.",
+    );
 }
 
 /** A Python ≥ 3.11 to create a virtual environment with (also used by scripts/vllm-env.mjs). */
@@ -44,6 +60,8 @@ export function ensurePythonEnv() {
     return python;
   const t0 = Date.now();
   console.error(`python-env: installing the pinned Python packages into ${venv} (once; PyTorch is large)`);
+  // 6.4 GiB installed (PyTorch's CUDA wheels from PyPI) plus the largest wheels while they unpack.
+  checkFreeDisk(venv, 9, "the Python environment");
   if (existsSync(venv) && !existsSync(python)) rmSync(venv, { recursive: true, force: true });
   if (!existsSync(python)) run(basePython(), ["-m", "venv", venv]);
   rmSync(stampFile, { force: true });
@@ -53,6 +71,9 @@ export function ensurePythonEnv() {
     "install",
     "--quiet",
     "--disable-pip-version-check",
+    // pip's cache would keep a second copy of PyTorch's wheels (about 4 GiB) that is never reused:
+    // the environment itself is reused while its stamp matches.
+    "--no-cache-dir",
     "-r",
     files[0],
     "-c",
@@ -65,6 +86,7 @@ export function ensurePythonEnv() {
     "install",
     "--quiet",
     "--disable-pip-version-check",
+    "--no-cache-dir",
     "--no-deps",
     "-r",
     files[2],

