@@ -30,14 +30,20 @@ export interface TrialLog {
   skipped: number[];
 }
 
-/** The trial log a path names: a JSONL file, or a run directory's transcripts.jsonl. */
-export function resolveTrialLog(path: string): string {
+/**
+ * The trial log a path names: a JSONL file, or a run directory's transcripts.jsonl (with
+ * `evaluation`, its eval-transcripts.jsonl: the final evaluation's first trials of each cell).
+ */
+export function resolveTrialLog(path: string, evaluation = false): string {
   if (!existsSync(path)) throw new UsageError(`no such file or run directory: ${path}`);
   if (!statSync(path).isDirectory()) return path;
-  const transcripts = join(path, "transcripts.jsonl");
-  if (existsSync(transcripts)) return transcripts;
+  const name = evaluation ? "eval-transcripts.jsonl" : "transcripts.jsonl";
+  const file = join(path, name);
+  if (existsSync(file)) return file;
   throw new UsageError(
-    `${path} holds no transcripts.jsonl; give a run directory of \`mage train\` or a JSONL file of \`mage eval --out\``,
+    evaluation
+      ? `${path} holds no eval-transcripts.jsonl: its final evaluation has not run, or eval.transcriptsPerCell is 0`
+      : `${path} holds no transcripts.jsonl; give a run directory of \`mage train\` or a JSONL file of \`mage eval --out\``,
   );
 }
 

@@ -6,27 +6,33 @@ import {
   countLosingMoveRepeats,
   formatAttemptOutcomes,
 } from "../../replay/outcomes.js";
-import { readTrialLog, resolveTrialLog } from "../../replay/read.js";
+import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../replay/read.js";
+import { collectRemarks, formatRemarks, remarkStats, spreadEvenly } from "../../replay/remarks.js";
 import { renderTrial, trialLine } from "../../replay/render.js";
 import { intFlag, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 
 const USAGE = [
-  "mage replay RUN_DIR|FILE.jsonl [--iteration N] [--trial ID] [--line N] [--opponent SPEC]",
+  "mage replay RUN_DIR|FILE.jsonl… [--eval] [--iteration N] [--trial ID] [--line N] [--opponent SPEC]",
   "            [--seat first|second] [--outcome won|lost|draw|cut-off] [--limit N] [--compact] [--list]",
-  "            [--tactics] [--outcomes]",
+  "            [--tactics] [--outcomes] [--remarks]",
   "  Replays logged trials: a training run's transcripts.jsonl (sampled trials of each iteration, the",
   "  default for RUN_DIR), its eval-transcripts.jsonl (the final evaluation's first trials of each",
   "  cell, eval.transcriptsPerCell) or a `mage eval --out` file. Without a selection it lists the",
   "  trials, one line each; with one (--iteration, --trial, --line, --opponent, --seat, --outcome) it",
   "  prints the matching trials attempt by attempt: observations, answers, feedback, outcomes and",
   "  reflections (--list lists them instead). --outcome matches a trial's last attempt. --compact",
-  "  shows the compact observations.",
+  "  shows the compact observations. --eval reads a run directory's eval-transcripts.jsonl instead.",
   "  --tactics (TicTacToe): over every matching trial, how often the agent took a one-move win and",
   "  blocked the opponent's when it could.",
   "  --outcomes: over every matching trial, how each attempt ended (won, draw, lost, cut off) and its",
   "  mean score: whether later attempts win by trying something new or by playing again; with the",
   "  trials' play logged, how many attempts after a lost one play its losing move again.",
+  "  --remarks: over every matching trial, the reflections between attempts: how many were well",
+  "  formed and informative (as judged when written), how often the next attempt won after an",
+  "  informative remark and after any other, and --limit N of them quoted (default 20), spread",
+  "  evenly. --tactics, --outcomes and --remarks take several files or run directories (a grid's",
+  "  seeds) and count over all of them.",
 ].join("\n");
 
 const FLAGS = {
@@ -41,6 +47,8 @@ const FLAGS = {
   list: { type: "boolean" },
   tactics: { type: "boolean" },
   outcomes: { type: "boolean" },
+  remarks: { type: "boolean" },
+  eval: { type: "boolean" },
 } as const;
 
 type ReplayFlags = ReturnType<typeof parseFlags<typeof FLAGS>>["values"];
@@ -50,18 +58,31 @@ export const command: Command = {
   usage: USAGE,
   async run(argv) {
     const { values, positionals } = parseFlags(argv, FLAGS, USAGE, true);
-    if (positionals.length !== 1)
-      throw new UsageError(`give one run directory or JSONL file\nusage: ${USAGE}`);
+    const counting = values.outcomes === true || values.tactics === true || values.remarks === true;
+    if (positionals.length === 0 || (positionals.length > 1 && !counting))
+      throw new UsageError(
+        `give one run directory or JSONL file (several with --outcomes, --tactics or --remarks)\nusage: ${USAGE}`,
+      );
     const filter = trialFilterOf(values);
     const limit = intFlag("limit", values.limit);
     if (limit === 0) throw new UsageError("--limit must be at least 1");
 
-    const log = readLogNamingSkips(positionals[0]);
-    const selected = log.records.filter((r) => matchesTrial(r, filter));
+    const logs = positionals.map((p) => readLogNamingSkips(p, values.eval === true));
+    const selectedOf = (log: (typeof logs)[number]) => log.records.filter((r) => matchesTrial(r, filter));
+    const selected = logs.flatMap(selectedOf);
     const selecting = isSelecting(filter);
     if (selected.length === 0) {
-      console.log(`no trial in ${log.file} matches (${log.records.length} trial(s) in the file)`);
+      const total = logs.reduce((n, l) => n + l.records.length, 0);
+      const where = logs.length === 1 ? logs[0].file : `${logs.length} files`;
+      console.log(
+        `no trial in ${where} matches (${total} trial(s) in ${logs.length === 1 ? "the file" : "all"})`,
+      );
       return selecting ? 1 : 0;
+    }
+    if (values.remarks) {
+      const rows = logs.flatMap((log) => collectRemarks(selectedOf(log), log.file));
+      console.log(formatRemarks(remarkStats(rows), spreadEvenly(rows, limit ?? 20), selected.length));
+      return 0;
     }
     if (values.outcomes) {
       const counts = countAttemptOutcomes(selected);
@@ -103,8 +124,8 @@ function trialFilterOf(values: ReplayFlags): TrialFilter {
 }
 
 /** The trial log, with its lines that are not trial records named on stderr. */
-function readLogNamingSkips(path: string): ReturnType<typeof readTrialLog> {
-  const log = readTrialLog(resolveTrialLog(path));
+function readLogNamingSkips(path: string, evaluation: boolean): ReturnType<typeof readTrialLog> {
+  const log = readTrialLog(resolveTrialLog(path, evaluation));
   if (log.skipped.length > 0) {
     const shown = log.skipped.slice(0, 5).join(", ");
     console.error(
@@ -114,7 +135,7 @@ function readLogNamingSkips(path: string): ReturnType<typeof readTrialLog> {
   return log;
 }
 
-function printTactics(selected: ReturnType<typeof readTrialLog>["records"]): void {
+function printTactics(selected: TrialRecord[]): void {
   const memories = selected.flatMap((r) => (r.memory?.task === "tictactoe" ? [r.memory] : []));
   if (memories.length === 0)
     throw new UsageError(
