@@ -45,8 +45,9 @@ from textworld.envs.pddl import pddl as tw_pddl
 from . import alfworld_data as data
 from .alfworld_expert import AlfworldExpert
 from .alfworld_textgen import speed_up
-from .protocol import (U32_MAX, CreateArgs, EnvError, Environment, Json, ServiceLimits, Session, action_content,
-                       applied_step, fingerprint, invalid_step)
+from .answers import Matcher, as_written
+from .protocol import (U32_MAX, CreateArgs, EnvError, Environment, Json, ServiceLimits, Session, applied_step,
+                       fingerprint, invalid_step)
 from .server import _positive, argument_parser, serve_from_args
 from .worker_processes import ProcessEnvironment, default_workers
 
@@ -66,6 +67,9 @@ MEMORY_SHARE = 0.5
 # Engine threads per worker process at least: a thread waits on its worker's pipe for the whole
 # call, so threads queued on a busy worker must leave others for the idle ones.
 THREADS_PER_WORKER = 4
+# An answer names an admissible command in any case and spacing (the commands are lower case and
+# singly spaced as TextWorld lists them).
+ANSWERS = Matcher('"{content}" is not an admissible action', legal_key=as_written)
 PLANNER_FIX = ("reinstall the project's Python environment with `node scripts/python-env.mjs` (it compiles "
                "fast-downward-textworld; docs/environments.md, Installing)")
 
@@ -385,17 +389,13 @@ class AlfworldSession(Session):
 
     def step(self, response: str) -> Json:
         legal = self._legal()
-        content, reason = action_content(response)
-        command = None
-        if content is not None:
-            key = " ".join(content.lower().split())
-            # Any admissible command is played, `help` too (the reference sends it to the game);
-            # the listed ones leave `help` out as the reference's prompt does.
-            command = next((c for c in self.gs["admissible_commands"] if c == key), None)
-            if command is None:
-                reason = f'"{content[:80]}" is not an admissible action'
+        # Any admissible command is played, `help` too (the reference sends it to the game);
+        # the listed ones leave `help` out as the reference's prompt does.
+        answer = ANSWERS.match(response, list(self.gs["admissible_commands"]))
+        command = answer.action
         if command is None:
-            return invalid_step(str(self.gs.feedback), self._compact(str(self.gs.feedback)), reason, content, legal, None)
+            return invalid_step(str(self.gs.feedback), self._compact(str(self.gs.feedback)), answer.reason,
+                                answer.content, legal, None)
         with _ENGINE:
             self.gs, _, _ = self.env.step(command)
             if self._expert is not None:

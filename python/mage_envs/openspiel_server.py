@@ -34,12 +34,16 @@ from typing import Any, Callable
 import pyspiel
 from open_spiel.python.algorithms import cfr
 
-from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, action_content, fingerprint, invalid_step, normalise
+from .answers import Matcher, unspaced_lower
+from .protocol import U32_MAX, CreateArgs, EnvError, Environment, Json, Session, fingerprint, invalid_step, normalise
 from .server import argument_parser, serve_from_args
 
 GAMES = ("kuhn_poker", "leduc_poker", "tic_tac_toe", "connect_four", "liars_dice")
 POKER = ("kuhn_poker", "leduc_poker")
 PERFECT_INFORMATION = ("tic_tac_toe", "connect_four")
+# An answer names a legal action case- and space-insensitively (no two of a state's names share a key).
+ANSWERS = Matcher('"{content}" is not a legal action; legal: {legal}', quote=60, answer_key=unspaced_lower,
+                  legal_key=normalise)
 MCTS_UCT_C = 2.0
 MAX_MCTS_SIMULATIONS = 100_000
 
@@ -364,14 +368,12 @@ class OpenSpielSession(Session):
 
     def step(self, response: str) -> Json:
         s = self.cur
-        content, reason = action_content(response)
         names = self._names(s)
-        by_key = {normalise(n): (n, a) for n, a in names.items()}
-        if content is None or normalise(content) not in by_key:
-            if content is not None:
-                reason = f'"{content[:60]}" is not a legal action; legal: {", ".join(names)}'
-            return invalid_step(self._observation(s), self._compact(s), reason, content, list(names), self._forfeit(s))
-        name, action = by_key[normalise(content)]
+        answer = ANSWERS.match(response, list(names))
+        if answer.action is None:
+            return invalid_step(self._observation(s), self._compact(s), answer.reason, answer.content, list(names),
+                                self._forfeit(s))
+        name, action = answer.action, names[answer.action]
         self._record(s, self.agent, action)
         s.apply_action(action)
         replies: list[str] = []

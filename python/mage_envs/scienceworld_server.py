@@ -49,7 +49,8 @@ from typing import Any
 from scienceworld.constants import BASEPATH, JAR_PATH
 
 from .jvm import Jvm
-from .protocol import CreateArgs, EnvError, Environment, Json, Session, action_content, applied_step, fingerprint, invalid_step
+from .answers import Matcher, spaced
+from .protocol import CreateArgs, EnvError, Environment, Json, Session, applied_step, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
 from .sw_find_expert import FIND_TASKS, FindTask, find_map, find_task
 
@@ -70,6 +71,15 @@ EXPERTS = ("gold", "explore")
 OBJECTS_AS_BEFORE = "Objects in view: as before."
 UNKNOWN = "No known action matches that input."
 _LOCATION = re.compile(r"This (?:\w+ )?(?:location|room) is called the (.+?)\. (?:Here you see|In it, you see):")
+
+
+def _no_reset(command: str) -> str | None:
+    return "`reset task` is not allowed" if command.lower() == "reset task" else None
+
+
+# ScienceWorld has no list of legal commands: its parser judges the answer (singly spaced, its
+# case kept), which must not be `reset task`; what the parser does not understand is refused.
+ANSWERS = Matcher('"{content}" is not a command ScienceWorld understands', answer_key=spaced, forbid=_no_reset)
 
 
 def _close(text: str, i: int) -> int:
@@ -308,23 +318,21 @@ class SwSession(Session):
         }
 
     def step(self, response: str) -> Json:
-        content, reason = action_content(response)
-        command = " ".join(content.split()) if content is not None else None
-        if command is not None and command.lower() == "reset task":
-            command, reason = None, "`reset task` is not allowed"
+        answer = ANSWERS.match(response, None)
+        command, reason = answer.action, answer.reason
         if command is not None:
             with self.engine.lock:
                 iface = self.engine.bind(self)
                 text = str(iface.step(command))
                 if text.strip() == UNKNOWN:
-                    reason = f'"{command[:80]}" is not a command ScienceWorld understands'
+                    reason = ANSWERS.refused(command)
                     command = None
                 else:
                     self._read(iface, text)
                     score = float(iface.getScore())
                     self.completed = bool(iface.getCompleted())
         if command is None:
-            return invalid_step(self.observation, self.observation, reason, content, self.legal(), None)
+            return invalid_step(self.observation, self.observation, reason, answer.content, self.legal(), None)
         self.actions.append(command)
         self.trace.append((command, self.observation))
         self._note_look(self.engine_text)

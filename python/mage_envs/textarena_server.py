@@ -23,15 +23,18 @@ session's own saved `random` state, so concurrent sessions never disturb each ot
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import textarena as ta
 
-from .protocol import U32_MAX, CreateArgs, Environment, Json, Session, action_content, fingerprint, invalid_step
+from .answers import Matcher
+from .protocol import U32_MAX, CreateArgs, Environment, Json, Session, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
 
 GAMES = ("TicTacToe-v0", "KuhnPoker-v0", "ConnectFour-v0")
@@ -51,8 +54,9 @@ def legal_moves(game: str, env: Any) -> list[str]:
     raise AssertionError(game)
 
 
-def to_move(game: str, content: str, legal: list[str]) -> str | None:
-    """The legal move an answer names, or None. Accepts `4`, `[4]`, `col 3`, and mage's forms."""
+def move_key(game: str, content: str, legal: Sequence[str]) -> str:
+    """An answer's key in TextArena's bracket form, matched against the legal moves in lower case.
+    Accepts `4`, `[4]`, `col 3`, and mage's forms (`(r, c)` cells, Kuhn's PASS and BET)."""
     text = content.strip()
     if game == "TicTacToe-v0":
         m = re.fullmatch(r"\(?\s*(\d)\s*,\s*(\d)\s*\)?", text)
@@ -65,16 +69,19 @@ def to_move(game: str, content: str, legal: list[str]) -> str | None:
         text = f"col {text}"
     if not text.startswith("["):
         text = f"[{text}]"
-    key = re.sub(r"\s+", " ", text.lower())
-    for move in legal:
-        if move.lower() == key:
-            return move
-    return None
+    return re.sub(r"\s+", " ", text.lower())
+
+
+def matcher(game: str) -> Matcher:
+    """How a game's answers name its available moves (`move_key`)."""
+    return Matcher('"{content}" is not an available move; available: {legal}', quote=60,
+                   answer_key=functools.partial(move_key, game))
 
 
 class TextArenaSession(Session):
     def __init__(self, env_def: TextArenaEnv, args: CreateArgs):
         self.game = env_def.name
+        self.answers = matcher(self.game)
         self.agent = 0 if args.seat == "first" else 1
         self.replay = bool(args.config.get("replayOpponent"))
         self.env_def_rounds = int(args.config.get("rounds", 3))
@@ -232,12 +239,11 @@ class TextArenaSession(Session):
 
     def step(self, response: str) -> Json:
         legal = self._legal()
-        content, reason = action_content(response)
-        move = to_move(self.game, content, legal) if content is not None else None
+        answer = self.answers.match(response, legal)
+        move = answer.action
         if move is None:
-            if content is not None:
-                reason = f'"{content[:60]}" is not an available move; available: {", ".join(legal)}'
-            return invalid_step(self._observation(), self._compact(), reason, content, legal, {"reward": -1.0, "score": -1.0})
+            return invalid_step(self._observation(), self._compact(), answer.reason, answer.content, legal,
+                                {"reward": -1.0, "score": -1.0})
         replies: list[str] = []
 
         def play() -> None:

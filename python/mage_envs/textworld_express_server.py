@@ -32,11 +32,14 @@ from textworld_express.constants import BASEPATH, JAR_PATH
 
 from .coin_expert import coin_map
 from .jvm import Jvm
-from .protocol import CreateArgs, EnvError, Environment, Json, Session, action_content, applied_step, fingerprint, invalid_step
+from .answers import Matcher
+from .protocol import CreateArgs, EnvError, Environment, Json, Session, applied_step, fingerprint, invalid_step
 from .server import argument_parser, serve_from_args
 
 REWARD_SCALE = 10.0  # reward = 10 × the change of the 0-1 score (10 for a won coin game, as ALFWorld)
 DEFAULT_MAX_STEPS = 50
+# An answer names a valid action in any case and spacing.
+ANSWERS = Matcher('"{content}" is not a valid action')
 SPLITS: dict[str, tuple[int, int]] = {"train": (0, 999), "dev": (10000, 10999), "test": (20000, 20999)}
 
 
@@ -257,15 +260,11 @@ class TwxSession(Session):
         }
 
     def step(self, response: str) -> Json:
-        content, reason = action_content(response)
-        command = None
-        if content is not None:
-            key = " ".join(content.lower().split())
-            command = next((c for c in self.legal if c.lower() == key), None)
-            if command is None:
-                reason = f'"{content[:80]}" is not a valid action'
+        answer = ANSWERS.match(response, self.legal)
+        command = answer.action
         if command is None:
-            return invalid_step(self.observation, self._compact(self.observation), reason, content, self._legal(), None)
+            return invalid_step(self.observation, self._compact(self.observation), answer.reason, answer.content,
+                                self._legal(), None)
         with self.env.engine.lock:
             reply = json.loads(self.env.engine.bind(self).stepJSON(command))
         self._read(reply)
