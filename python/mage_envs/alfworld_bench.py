@@ -108,11 +108,11 @@ def step_cost(games: int, steps: int) -> int:
             rng = random.Random(g)
             s = env.create(args)
             assert isinstance(s, AlfworldSession)
-            stock = start_game(s._game_file) if kind == "stock" else None
+            stock = start_game(s.game.game_file) if kind == "stock" else None
             gs = stock.reset() if stock is not None else None
             wall, cpu = rows[kind]
             for _ in range(steps):
-                legal = offered(list((gs if gs is not None else s.gs)["admissible_commands"]))
+                legal = offered(list((gs if gs is not None else s.game.gs)["admissible_commands"]))
                 command = legal[rng.randrange(len(legal))]
                 t0, c0 = time.perf_counter(), time.process_time()
                 if stock is not None:
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             wall.append((time.perf_counter() - t0) * 1000)
             cpu.append((time.process_time() - c0) * 1000)
         t0, c0 = time.perf_counter(), time.process_time()
-        s.env.reset()
+        s.game.env.reset()
         reset_wall.append((time.perf_counter() - t0) * 1000)
         reset_cpu.append((time.process_time() - c0) * 1000)
     print(f"restart ({len(wall)} over {a.games} games): wall ms {quantiles(wall)}; CPU ms {quantiles(cpu)}")

@@ -173,7 +173,7 @@ class Reference:
 
 def adapter_state(session: AlfworldSession) -> Step:
     s = session.state()
-    return Step(s["observation"], list(session.gs["admissible_commands"]), 0.0, bool(s["done"]), session.won)
+    return Step(s["observation"], session.game.admissible, 0.0, bool(s["done"]), session.game.won)
 
 
 def differences(ours: Step, theirs: Step) -> list[str]:
@@ -211,7 +211,7 @@ def play(session: AlfworldSession, slot: Slot, expected: Step | None) -> tuple[l
         return [], None
     if not reply["valid"]:
         return ["refusal"], f"refusal: the adapter refused {slot.answer!r}: {reply['invalidReason']}"
-    ours = Step(reply["observation"], list(session.gs["admissible_commands"]), float(reply["reward"]),
+    ours = Step(reply["observation"], session.game.admissible, float(reply["reward"]),
                 bool(reply["done"]), bool(reply["won"]))
     kinds = differences(ours, expected)
     if kinds:
@@ -413,7 +413,7 @@ def check(split: str, task_types: list[int], max_steps: int, per_type: int | Non
         args = CreateArgs(config={"split": split, "taskTypes": ",".join(map(str, task_types)), "maxSteps": max_steps},
                           seed=i, opponent_seed=0, opponent=None, seat=None)
         session = env.create(args)
-        assert isinstance(session, AlfworldSession) and session.entry.name == game.name
+        assert isinstance(session, AlfworldSession) and session.game.entry.name == game.name
         rng = random.Random(f"{seed}:{game.name}")
         paths: list[Played] = []
         try:

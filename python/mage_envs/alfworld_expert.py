@@ -133,7 +133,7 @@ class AttemptFacts:
 
 class AlfworldExpert:
     """ALFWorld's hand-coded expert shadowing one session's attempts (see the module's doc). A
-    session builds one only when asked for the expert (`AlfworldSession.expert`)."""
+    session builds one only when asked for the expert (`AttachedExpert` in `alfworld_server.py`)."""
 
     #: Experts built in this process (a test counts that a session never asked builds none).
     built = 0

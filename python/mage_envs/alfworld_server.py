@@ -16,6 +16,11 @@ invalid action that spends the turn without reaching the game. Reward 10 when th
 what TextWorld's reset built (the translated `PddlState`, fast-downward's SAS task, the initial game
 state with its observation and admissible commands) and puts a copy back; see `_restore`.
 
+A session is three layers: the game (`AlfworldGame`: TextWorld's state under ALFWorld's wrappers,
+step, restart), its text (`AlfworldText`: the prompt's prose, the compact rendering) and its expert
+(`AttachedExpert`, built at the first /expert); `AlfworldSession` joins them to the protocol with
+the step limit, the answer matching (`answers.py`) and the replies.
+
 The sessions run in `--workers` worker processes (default: a worker per core), each session on one
 of them (`worker_processes.py`); a step derives no facts and builds no expert unless the session asks
 for the expert, and its texts come from `alfworld_textgen.FastGrammar` (the same text, about 20 times
@@ -34,6 +39,7 @@ import os
 import sys
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +186,7 @@ def _wheel_logic() -> tuple[str, str]:
 
 def request_infos(facts: bool = True) -> textworld.EnvInfos:
     """What `AlfredTWEnv.init_env` requests; a session asks for no `facts` (the expert's input,
-    which only a session asking for the expert needs: `AlfworldSession.facts_of` derives them then
+    which only a session asking for the expert needs: `AlfworldGame.facts_of` derives them then
     from the state's own `_facts`, as TextWorld would)."""
     return textworld.EnvInfos(won=True, admissible_commands=True, facts=facts, extras=["gamefile"])
 
@@ -239,26 +245,30 @@ def _restore(pddl_env: Any, pddl_attrs: dict[str, Any], game_state: Any) -> None
     pddl_env._moves = 0
 
 
-class AlfworldSession(Session):
-    def __init__(self, env_def: AlfworldEnv, args: CreateArgs, entry: data.GameEntry, game_file: Path,
-                 instances: int | None = None):
+class AlfworldGame:
+    """The engine session: one ALFWorld game in TextWorld's PDDL environment under ALFWorld's
+    wrappers, as `AlfredTWEnv` plays it: its state (`gs`, TextWorld's game state), a step of an
+    admissible command, a restart, and the game's identity (its fingerprint). Nothing of what the
+    agent reads beyond TextWorld's own texts (`AlfworldText`), nor the expert (`AttachedExpert`,
+    which watches the steps once attached); as OpenSpiel's state is apart from its bots and
+    gymnasium's environment from its wrappers. Every TextWorld call holds the engine lock."""
+
+    def __init__(self, planners: Planners, entry: data.GameEntry, game_file: Path):
         self.entry = entry
-        self.split = str(args.config["split"])
-        self.max_steps = int(args.config["maxSteps"])
-        self.instances = instances
-        self._planners = env_def.planners
+        self.game_file = game_file
+        self._planners = planners
         with _ENGINE:
-            self._lib = self._planners.take()
+            self._lib = planners.take()
             try:
                 self.env = start_game(game_file, self._lib, facts=False)
                 self._pddl_env = self._innermost(self.env)
                 speed_up(self._pddl_env)
                 self.gs = self.env.reset()
             except MemoryError:
-                self._planners.give(self._lib)
+                planners.give(self._lib)
                 raise
             except Exception as e:  # a game TextWorld cannot load fails the same way every time
-                self._planners.give(self._lib)
+                planners.give(self._lib)
                 raise EnvError("server_setup", f"ALFWorld game {entry.name} ({game_file}) does not load in TextWorld: "
                                f"{type(e).__name__}: {e}") from e
         # What TextWorld's reset built: the translated PDDL state and the game state with its texts.
@@ -266,18 +276,17 @@ class AlfworldSession(Session):
         self._initial_gs = self._pddl_env.state
         self.steps = 0
         self.won = False
+        # The commands this attempt played (an expert attached late replays them).
+        self.played: list[str] = []
         self.initial_obs = str(self.gs.feedback)
         self.goal = data.goal_of(self._pddl_env._game_data["grammar"])
         self.fingerprint = fingerprint(entry.name, self.initial_obs, "\n".join(self.gs["admissible_commands"]),
                                        "\n".join(sorted(map(str, self.facts_of(self.gs)))))
-        self._game_file = game_file
-        # The expert is built at the session's first /expert (`_attach_expert`); until then the
-        # attempt keeps only the commands it played.
-        self._expert: AlfworldExpert | None = None
-        self._played: list[str] = []
+        # Called with each command played and the state it led to, under the engine lock.
+        self.watcher: Callable[[str, Any], None] | None = None
 
     def close(self) -> None:
-        """The planner library goes back to the pool for the next session."""
+        """The planner library goes back to the pool for the next game."""
         lib, self._lib = self._lib, None
         if lib is not None:
             self._planners.give(lib)
@@ -288,6 +297,25 @@ class AlfworldSession(Session):
             env = env._wrapped_env
         return env
 
+    @property
+    def feedback(self) -> str:
+        return str(self.gs.feedback)
+
+    @property
+    def admissible(self) -> list[str]:
+        """The admissible commands, `help` included, as TextWorld lists them."""
+        return list(self.gs["admissible_commands"])
+
+    def step(self, command: str) -> None:
+        """Plays an admissible command."""
+        with _ENGINE:
+            self.gs, _, _ = self.env.step(command)
+            if self.watcher is not None:
+                self.watcher(command, self.gs)
+        self.played.append(command)
+        self.steps += 1
+        self.won = bool(self.gs["won"])
+
     def restart(self) -> None:
         """Puts back the state TextWorld's reset left (see `_restore`), without re-translating the
         PDDL or re-deriving the texts."""
@@ -296,54 +324,70 @@ class AlfworldSession(Session):
         self.gs = self._pddl_env.state
         self.steps = 0
         self.won = False
-        self._played = []
-        if self._expert is not None:
-            self._expert.restart()
+        self.played = []
+
+    def replay(self, see: Callable[[str, Any], None]) -> None:
+        """Plays this attempt's commands again from the initial state, `see`ing each command and its
+        state (TextWorld's steps are deterministic: the same states again). The caller holds the
+        engine lock; the attempt's count of steps and its commands are unchanged."""
+        if not self.played:
+            return
+        _restore(self._pddl_env, self._initial_pddl, self._initial_gs)
+        for command in self.played:
+            self.gs, _, _ = self.env.step(command)
+            see(command, self.gs)
 
     def facts_of(self, gs: Any) -> list[Any]:
         """A game state's facts as TextWorld's `facts` info gives them (its `_facts`, named as the
         game's demangled entities), for the expert and the fingerprint."""
         return list(map(self._pddl_env._get_human_readable_fact, gs["_facts"]))
 
-    def _with_facts(self, gs: Any) -> Any:
+    def with_facts(self, gs: Any) -> Any:
         gs["facts"] = self.facts_of(gs)
         return gs
 
-    def _attach_expert(self) -> AlfworldExpert:
-        """The expert, built at the first /expert. The attempt's steps so far are replayed from the
-        initial state (TextWorld's steps are deterministic: the same states again) so that it sees
-        each one with its facts, as if it had followed from the start."""
-        expert = AlfworldExpert(self._game_file, self.initial_obs, self.entry.name)
-        if self._played:
-            _restore(self._pddl_env, self._initial_pddl, self._initial_gs)
-            for command in self._played:
-                self.gs, _, _ = self.env.step(command)
-                expert.record(command, self._with_facts(self.gs))
-        self._expert = expert
-        return expert
 
-    def expert(self, memory: list[str]) -> Json:
-        """ALFWorld's hand-coded expert at the current state, and what this attempt saw
-        (`alfworld_expert.py`). Its fallback draws from Python's global `random`, so it runs under
-        the engine lock as the TextWorld calls do."""
+class AttachedExpert:
+    """ALFWorld's hand-coded expert on a game (`alfworld_expert.py`), built at the session's first
+    /expert: until then a step derives no facts and feeds no expert. Once built it watches the
+    game's steps (each state with its facts)."""
+
+    def __init__(self, game: AlfworldGame):
+        self.game = game
+        self._expert: AlfworldExpert | None = None
+
+    def _record(self, command: str, gs: Any) -> None:
+        assert self._expert is not None
+        self._expert.record(command, self.game.with_facts(gs))
+
+    def _attach(self) -> AlfworldExpert:
+        """The expert, built now. The attempt's steps so far are replayed from the initial state so
+        that it sees each one with its facts, as if it had followed from the start."""
+        self._expert = AlfworldExpert(self.game.game_file, self.game.initial_obs, self.game.entry.name)
+        self.game.replay(self._record)
+        self.game.watcher = self._record
+        return self._expert
+
+    def advice(self, memory: list[str], done: bool) -> Json:
+        """The expert's action at the current state and what this attempt saw. Its fallback draws
+        from Python's global `random`, so it runs under the engine lock as the TextWorld calls do."""
         with _ENGINE:
-            expert = self._expert or self._attach_expert()
-            return expert.advice(memory, self.done, list(self.gs["admissible_commands"]))
+            expert = self._expert or self._attach()
+            return expert.advice(memory, done, self.game.admissible)
 
-    @property
-    def done(self) -> bool:
-        return self.won or self.steps >= self.max_steps
+    def restart(self) -> None:
+        if self._expert is not None:
+            self._expert.restart()
 
-    def _legal(self) -> list[str]:
-        return [] if self.done else offered(list(self.gs["admissible_commands"]))
 
-    @property
-    def category(self) -> str:
-        """For per-split and per-task-type measures (mage splits categories at "/")."""
-        return f"{self.split}/{self.entry.task_type}"
+class AlfworldText:
+    """What the agent reads of a game besides TextWorld's texts: the prompt's prose around the goal
+    and the compact rendering (mage's compact prompts)."""
 
-    def info(self) -> Json:
-        return {"split": self.split, "taskType": self.entry.task_type, "game": self.entry.name}
+    WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
+
+    def __init__(self, goal: str):
+        self.goal = goal
 
     def prompt(self) -> Json:
         return {
@@ -370,15 +414,64 @@ class AlfworldSession(Session):
             "history": {"turns": 15, "playObservations": 15, "reflectObservations": 15},
         }
 
+    def compact(self, feedback: str, legal: list[str], done: bool) -> str:
+        text = feedback.replace(self.WELCOME, "").strip()
+        return text if done else f"{text}\n{compact_actions(legal)}"
+
+    @staticmethod
+    def outcome(won: bool, steps: int) -> tuple[str, str]:
+        return ("The task is done.", "Done.") if won else (f"The task is not done after {steps} steps.", "Not done.")
+
+
+class AlfworldSession(Session):
+    """The protocol's session: the game (`AlfworldGame`), its text (`AlfworldText`) and its expert
+    (`AttachedExpert`), with the attempt's step limit, the answer matching and the replies."""
+
+    def __init__(self, env_def: AlfworldEnv, args: CreateArgs, entry: data.GameEntry, game_file: Path,
+                 instances: int | None = None):
+        self.split = str(args.config["split"])
+        self.max_steps = int(args.config["maxSteps"])
+        self.instances = instances
+        self.game = AlfworldGame(env_def.planners, entry, game_file)
+        self.text = AlfworldText(self.game.goal)
+        self._expert = AttachedExpert(self.game)
+
+    def close(self) -> None:
+        self.game.close()
+
+    def restart(self) -> None:
+        self.game.restart()
+        self._expert.restart()
+
+    def expert(self, memory: list[str]) -> Json:
+        return self._expert.advice(memory, self.done)
+
+    @property
+    def done(self) -> bool:
+        return self.game.won or self.game.steps >= self.max_steps
+
+    def _legal(self) -> list[str]:
+        return [] if self.done else offered(self.game.admissible)
+
+    @property
+    def category(self) -> str:
+        """For per-split and per-task-type measures (mage splits categories at "/")."""
+        return f"{self.split}/{self.game.entry.task_type}"
+
+    def info(self) -> Json:
+        return {"split": self.split, "taskType": self.game.entry.task_type, "game": self.game.entry.name}
+
+    def prompt(self) -> Json:
+        return self.text.prompt()
+
     def _compact(self, feedback: str) -> str:
-        text = feedback.replace("-= Welcome to TextWorld, ALFRED! =-", "").strip()
-        return text if self.done else f"{text}\n{compact_actions(self._legal())}"
+        return self.text.compact(feedback, self._legal(), self.done)
 
     def state(self) -> Json:
         return {
-            "fingerprint": self.fingerprint,
-            "observation": str(self.gs.feedback),
-            "compactObservation": self._compact(str(self.gs.feedback)),
+            "fingerprint": self.game.fingerprint,
+            "observation": self.game.feedback,
+            "compactObservation": self._compact(self.game.feedback),
             "legalActions": self._legal(),
             "toMove": None if self.done else "agent",
             "done": self.done,
@@ -391,25 +484,18 @@ class AlfworldSession(Session):
         legal = self._legal()
         # Any admissible command is played, `help` too (the reference sends it to the game);
         # the listed ones leave `help` out as the reference's prompt does.
-        answer = ANSWERS.match(response, list(self.gs["admissible_commands"]))
+        answer = ANSWERS.match(response, self.game.admissible)
         command = answer.action
         if command is None:
-            return invalid_step(str(self.gs.feedback), self._compact(str(self.gs.feedback)), answer.reason,
-                                answer.content, legal, None)
-        with _ENGINE:
-            self.gs, _, _ = self.env.step(command)
-            if self._expert is not None:
-                self._expert.record(command, self._with_facts(self.gs))
-        self._played.append(command)
-        self.steps += 1
-        self.won = bool(self.gs["won"])
-        feedback = str(self.gs.feedback)
+            return invalid_step(self.game.feedback, self._compact(self.game.feedback), answer.reason, answer.content,
+                                legal, None)
+        self.game.step(command)
+        won, steps = self.game.won, self.game.steps
+        feedback = self.game.feedback
         return applied_step(
-            feedback, REWARD_WON if self.won else 0.0, self.done, self.won, 1.0 if self.won else 0.0, command,
-            {**self.info(), "won": self.won, "steps": self.steps},
-            compact=self._compact(feedback), legal=self._legal(),
-            outcome=("The task is done.", "Done.") if self.won
-            else (f"The task is not done after {self.steps} steps.", "Not done."),
+            feedback, REWARD_WON if won else 0.0, self.done, won, 1.0 if won else 0.0, command,
+            {**self.info(), "won": won, "steps": steps},
+            compact=self._compact(feedback), legal=self._legal(), outcome=self.text.outcome(won, steps),
         )
 
 

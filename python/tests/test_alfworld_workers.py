@@ -184,7 +184,7 @@ def test_an_expert_asked_late_advises_as_one_that_followed_from_the_start(cache:
     built = AlfworldExpert.built
     early, late = env.create(args), env.create(args)
     assert isinstance(early, AlfworldSession) and isinstance(late, AlfworldSession)
-    assert "facts" not in late.gs  # TextWorld derives no facts for a step that no expert reads
+    assert "facts" not in late.game.gs  # TextWorld derives no facts for a step that no expert reads
     advice = []
     for _ in range(4):
         action = early.expert([])["action"]
@@ -192,7 +192,7 @@ def test_an_expert_asked_late_advises_as_one_that_followed_from_the_start(cache:
         early.step(f"<action>{action}</action>")
         late.step(f"<action>{action}</action>")
     assert AlfworldExpert.built == built + 1  # `late` has played 4 steps and built none
-    assert "facts" not in late.gs
+    assert "facts" not in late.game.gs
     assert late.expert([]) == early.expert([])  # built now, its steps replayed: the same advice and facts
     assert AlfworldExpert.built == built + 2
     assert late.state() == early.state()
