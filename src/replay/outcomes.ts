@@ -71,7 +71,8 @@ export function countLosingMoveRepeats(records: readonly TrialRecord[]): LosingM
   return logged ? out : null;
 }
 
-function pct(n: number, of: number): string {
+/** `n` as a percentage of `of`, one decimal ("–" when `of` is 0). */
+export function pct(n: number, of: number): string {
   return of > 0 ? `${((100 * n) / of).toFixed(1)}%` : "–";
 }
 

@@ -1,3 +1,4 @@
+import { pct } from "./outcomes.js";
 import type { TrialRecord } from "./read.js";
 
 /**
@@ -102,10 +103,6 @@ export function remarkStats(rows: readonly RemarkRow[]): RemarkStats {
 export function spreadEvenly<T>(rows: readonly T[], n: number): T[] {
   if (rows.length <= n) return [...rows];
   return Array.from({ length: n }, (_, i) => rows[Math.floor((i * rows.length) / n)]);
-}
-
-function pct(n: number, of: number): string {
-  return of > 0 ? `${((100 * n) / of).toFixed(1)}%` : "–";
 }
 
 function nextLine(label: string, x: NextAttempt): string {

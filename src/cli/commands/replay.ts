@@ -68,8 +68,11 @@ export const command: Command = {
     if (limit === 0) throw new UsageError("--limit must be at least 1");
 
     const logs = positionals.map((p) => readLogNamingSkips(p, values.eval === true));
-    const selectedOf = (log: (typeof logs)[number]) => log.records.filter((r) => matchesTrial(r, filter));
-    const selected = logs.flatMap(selectedOf);
+    const chosen = logs.map((log) => ({
+      file: log.file,
+      records: log.records.filter((r) => matchesTrial(r, filter)),
+    }));
+    const selected = chosen.flatMap((c) => c.records);
     const selecting = isSelecting(filter);
     if (selected.length === 0) {
       const total = logs.reduce((n, l) => n + l.records.length, 0);
@@ -80,7 +83,7 @@ export const command: Command = {
       return selecting ? 1 : 0;
     }
     if (values.remarks) {
-      const rows = logs.flatMap((log) => collectRemarks(selectedOf(log), log.file));
+      const rows = chosen.flatMap((c) => collectRemarks(c.records, c.file));
       console.log(formatRemarks(remarkStats(rows), spreadEvenly(rows, limit ?? 20), selected.length));
       return 0;
     }
