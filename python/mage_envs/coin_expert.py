@@ -4,18 +4,22 @@ replay of the game's gold path.
 It reads the map from the texts of the attempt so far (the room descriptions' exits, the doors it
 opened, the moves that took it somewhere), plus the facts earlier attempts handed on (`memory`).
 Then: take the coin when it is in view; walk the shortest known route to the coin when a fact or
-this attempt says where it is; otherwise explore: walk to the nearest known room with an exit that
-leads somewhere not yet searched (an unknown room, or a closed door) and go through it, opening the
-door first (a breadth-first search over the known map, so back-tracking comes out of the search).
-Rooms searched in earlier attempts without the coin are not searched again.
+this attempt says where it is; else go through the exits a fact named as not tried, in the order
+named, where the known map reaches their rooms (so an attempt after a reflection visibly starts from
+it); otherwise explore: walk to the nearest known room with an exit that leads somewhere not yet
+searched (an unknown room, or a closed door) and go through it, opening the door first (a
+breadth-first search over the known map, so back-tracking comes out of the search). Rooms searched
+in earlier attempts without the coin are not searched again.
 
 Facts it hands on are sentences a model can read and the expert can parse again, ordered by what
 a next attempt needs first (a reflection under a token cap keeps the first ones):
 - the coin found: "The coin was in the pantry.", then the links of the route from the attempt's first
   room to it ("The kitchen's north door leads to the pantry.");
-- the coin not found: where it was not, in one sentence ("The coin was not in the kitchen or the
-  pantry."), then the exits not tried, nearest the first room first, at most three ("Not tried: the
-  corridor's north door and the kitchen's east exit."), then the links of the routes to them;
+- the coin not found: the exits not tried, nearest the first room first, two of them ("Not tried: the
+  corridor's north door and the kitchen's east exit."; what the next attempt acts on, and short
+  enough to survive a capped remark), then where the coin was not, in one sentence ("The coin was
+  not in the kitchen or the pantry."), then the links of the routes to the exits not tried, then a
+  third exit not tried if there is one;
 - then every other link ("The kitchen's east exit leads to the corridor.").
 `remember` also reads the one-room forms of earlier versions ("The coin was not in the kitchen.",
 "The corridor's north door was not opened.").
@@ -43,7 +47,8 @@ _FACT_UNOPENED = re.compile(r"The (.+?)'s (north|south|east|west) door was not o
 _FACT_NOT_IN = re.compile(r"The coin was not in (the .+)\.")
 _FACT_UNTRIED = re.compile(r"Not tried: (.+)\.")
 _UNTRIED_ITEM = re.compile(r"the (.+?)'s (north|south|east|west) (door|exit)")
-MAX_UNTRIED = 3  # exits a "Not tried" fact names
+MAX_UNTRIED = 3  # exits the "Not tried" facts name
+LEAD_UNTRIED = 2  # of them in the leading fact (short enough to survive a capped remark; the rest come later)
 
 
 def join_words(items: list[str], last: str) -> str:
@@ -88,6 +93,7 @@ class CoinMap:
     closed: dict[tuple[str, str], bool] = field(default_factory=dict)
     links: list[tuple[str, str, str]] = field(default_factory=list)  # (room, direction, destination), first seen first
     searched: list[str] = field(default_factory=list)  # rooms seen without the coin, in order
+    named: list[tuple[str, str]] = field(default_factory=list)  # exits a "Not tried" fact named, in order
     coin: str | None = None
     here: str | None = None
     start: str | None = None  # the first room this attempt was in
@@ -159,6 +165,8 @@ class CoinMap:
                     if kind == "door":
                         self.doors.add((room, d))
                     self.exits.setdefault(room, {}).setdefault(d, None)
+                    if (room, d) not in self.named:
+                        self.named.append((room, d))
 
     def _link_fact(self, room: str, d: str, dest: str) -> str:
         return f"The {room}'s {d} {'door' if (room, d) in self.doors else 'exit'} leads to the {dest}."
@@ -201,24 +209,31 @@ class CoinMap:
                     out.append((room, d))
         return out
 
+    def _untried_fact(self, exits: list[tuple[str, str]]) -> str:
+        items = [f"the {r}'s {d} {'door' if (r, d) in self.doors else 'exit'}" for r, d in exits]
+        return f"Not tried: {join_words(items, 'and')}."
+
     def facts(self) -> list[str]:
         back = self._tree()
         first: list[tuple[str, str, str]] = []  # links the leading facts need
         out: list[str] = []
+        not_in = f"The coin was not in {join_words([f'the {r}' for r in self.searched], 'or')}." if self.searched else None
         if self.coin:
             out.append(f"The coin was in the {self.coin}.")
             first = self._route_links(back, self.coin)
             out += [self._link_fact(*link) for link in first]
-        if self.searched:
-            out.append(f"The coin was not in {join_words([f'the {r}' for r in self.searched], 'or')}.")
-        if not self.coin:
+            out += [not_in] if not_in else []
+        else:
             untried = self.untried()[:MAX_UNTRIED]
-            if untried:
-                items = [f"the {r}'s {d} {'door' if (r, d) in self.doors else 'exit'}" for r, d in untried]
-                out.append(f"Not tried: {join_words(items, 'and')}.")
+            lead, rest = untried[:LEAD_UNTRIED], untried[LEAD_UNTRIED:]
+            if lead:
+                out.append(self._untried_fact(lead))
+            out += [not_in] if not_in else []
             for room, _ in untried:
                 first += [link for link in self._route_links(back, room) if link not in first]
             out += [self._link_fact(*link) for link in first]
+            if rest:
+                out.append(self._untried_fact(rest))
         said = {(r, d) for r, d, _ in first}
         out += [self._link_fact(r, d, t) for r, d, t in self.links if (r, d) not in said and (t, OPPOSITE[d]) not in said]
         return out
@@ -245,6 +260,22 @@ class CoinMap:
                     queue.append(dest)
         return None
 
+    def _still_untried(self, room: str, d: str) -> bool:
+        """Whether exit `d` of `room` still leads nowhere searched (unknown, or a room not searched)."""
+        ways = self.exits.get(room, {})
+        return d in ways and (ways[d] is None or (ways[d] not in self.searched and ways[d] != room))
+
+    def _route_to_named(self) -> list[str] | None:
+        """Directions through the first exit a fact named as not tried that is still untried and whose
+        room the known map reaches from here (that exit included), or None."""
+        for room, d in self.named:
+            if not self._still_untried(room, d):
+                continue
+            route = [] if room == self.here else self._route(room)
+            if route is not None:
+                return route + [d]
+        return None
+
     @staticmethod
     def _path(back: dict[str, tuple[str, str] | None], room: str) -> list[str]:
         path: list[str] = []
@@ -260,6 +291,8 @@ class CoinMap:
         if self.here is None:
             return "look around" if "look around" in legal else None
         route = self._route(self.coin) if self.coin and self.coin != self.here else None
+        if route is None and not self.coin:
+            route = self._route_to_named()
         if route is None:
             route = self._route(None)
         if route is None:  # remembered rooms whose exits this attempt has not read: go and look

@@ -243,23 +243,44 @@ def test_memory_of_a_room_whose_doors_were_not_opened_still_leads_on(envs: dict[
 
 @pytest.mark.parametrize("seed", [1, 2, 4, 5, 7])
 def test_facts_lead_with_what_the_next_attempt_needs(envs: dict[str, TwxEnv], seed: int) -> None:
-    """An attempt cut short before the coin: its facts open with where the coin was not (one sentence)
-    and the exits not tried; an attempt that saw the coin opens with it and the route to it. Given the
-    first two facts only (what a capped remark keeps), the next attempt still wins."""
+    """An attempt cut short before the coin: its facts open with the exits not tried (at most two) and
+    where the coin was not (one sentence); an attempt that saw the coin opens with it and the route to
+    it. Given the first two facts only (what a capped remark keeps), the next attempt still wins."""
     fresh = _follow(_session(envs["twx-coin"], seed, numLocations=4), [])
     assert fresh is not None and fresh >= 3, fresh
     cut = _session(envs["twx-coin"], seed, numLocations=4)
     while cut.steps < fresh - 2:
         cut.step(f"<action>{cut.expert([])['action']}</action>")
     facts = cut.expert([])["facts"]
-    assert facts[0].startswith("The coin was not in the ") and facts[0].count("The coin") == 1, facts
-    assert facts[1].startswith("Not tried: the "), facts
+    assert facts[0].startswith("Not tried: the ") and facts[0].count("'s ") <= 2, facts
+    assert facts[1].startswith("The coin was not in the ") and facts[1].count("The coin") == 1, facts
     assert _follow(_session(envs["twx-coin"], seed, numLocations=4), facts[:2]) is not None
     won = _session(envs["twx-coin"], seed, numLocations=4)
     _follow(won, [])
     found = won.expert([])["facts"]
     assert found[0].startswith("The coin was in the ") and "leads to the" in found[1], found
     assert not any(f.startswith("Not tried") for f in found)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 4, 5])
+def test_an_exit_named_not_tried_is_taken_first(envs: dict[str, TwxEnv], seed: int) -> None:
+    """Given "Not tried: <the first room's exit>", the expert's first step goes through that exit, even
+    where, with no memory, it would have explored another one first."""
+    fresh = _session(envs["twx-coin"], seed)
+    first = fresh.expert([])["action"]
+    start = coin_map(fresh.trace, []).here
+    assert start is not None and first is not None and first != "take coin", first
+    exits = coin_map(fresh.trace, []).exits[start]
+    others = [d for d in exits if d != first.split()[-1]]
+    assert others, exits
+    d = others[0]
+    kind = "door" if f"open door to {d}" in fresh.legal else "exit"
+    memory = [f"Not tried: the {start}'s {d} {kind}."]
+    taken = _session(envs["twx-coin"], seed).expert(memory)["action"]
+    assert taken in (f"open door to {d}", f"move {d}"), (memory, taken, first)
+    named = CoinMap()
+    named.remember(memory)
+    assert named.named == [(start, d)]
 
 
 def test_the_fact_grammar_reads_back() -> None:

@@ -151,6 +151,48 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     );
   });
 
+  it("scoreRandomMoves false: the ε-random moves stay in the transcripts as unscored detours", async () => {
+    const build = (scoreRandomMoves?: boolean) =>
+      buildServedCorpus({
+        def,
+        trials: 12,
+        rng: Rng.seeded(7),
+        epsilon: 0.5,
+        malformedRate: 0,
+        ...(scoreRandomMoves === undefined ? {} : { scoreRandomMoves }),
+      });
+    const scored = await build();
+    const detoured = await build(false);
+    const kinds = (c: typeof scored) => c.trials.flatMap((t) => t.kinds);
+    const count = (c: typeof scored, k: string) => kinds(c).filter((x) => x === k).length;
+    const moves = detoured.stats.served.randomMoves ?? 0;
+    assert.ok(moves > 0, "ε 0.5 plays random moves");
+    assert.equal(detoured.stats.served.randomMovesScored, false);
+    assert.equal(scored.stats.served.randomMovesScored, true);
+    assert.equal(count(scored, "detour"), 0, "by default every accepted move is a target, as before");
+    assert.ok(
+      count(detoured, "detour") >= moves,
+      "every accepted random move is a detour (in every chat that shows it)",
+    );
+    // The same corpus otherwise: the same transcripts, the detours moved out of the actions.
+    assert.deepEqual(
+      detoured.trials.map((t) => t.messages),
+      scored.trials.map((t) => t.messages),
+    );
+    assert.equal(count(detoured, "action") + count(detoured, "detour"), count(scored, "action"));
+    assert.equal(detoured.stats.served.actionAnswers, scored.stats.served.actionAnswers - moves);
+    // Unscored in the SFT: a detour's span weighs 0.
+    const spans = [
+      { start: 1, end: 3 },
+      { start: 3, end: 5 },
+    ];
+    const ex = weightedExample([1, 2, 3, 4, 5, 6], spans, ["detour", "action"], {
+      contextLength: 8,
+      actionWeight: 3,
+    });
+    assert.deepEqual([...ex.mask], [0, 0, 0, 3, 3, 0]);
+  });
+
   it("failedShare: that share of trials lose an exploring attempt 1 and reflect; the rest as before", async () => {
     const calls: ExpertCall[] = [];
     const build = (failedShare: number, seed = 4, onExpert?: (c: ExpertCall) => void) =>

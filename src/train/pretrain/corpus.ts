@@ -73,8 +73,12 @@ export const DEFAULT_POOLS: Record<PretrainGame, readonly PoolEntry[] | null> = 
  */
 export const CORPUS_MEMORY = "history_and_reflection" as const;
 
-/** What a corpus trial's assistant message is. */
-export type ResponseKind = "action" | "malformed" | "reflection";
+/**
+ * What a corpus trial's assistant message is. A `detour` is an accepted move the corpus player made
+ * at random to vary the states it visits: kept in the transcript, so the answers after it show how
+ * to recover, but never a target of the SFT (a served corpus with `scoreRandomMoves: false`).
+ */
+export type ResponseKind = "action" | "malformed" | "reflection" | "detour";
 
 /** One chat of a played trial: the whole trial, or one attempt of a `reflection_only` trial. */
 export interface CorpusTrial {
@@ -788,14 +792,18 @@ const SCRIPTED_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, ma
  * of the history memory modes is one chat; a `reflection_only` trial one chat per attempt (each
  * attempt's prompt shows only the earlier attempts' outcomes and reflections).
  */
-export function trialTranscripts(rec: TrialRecord): { messages: ChatMessage[]; kinds: ResponseKind[] }[] {
+export function trialTranscripts(
+  rec: TrialRecord,
+  isDetour?: (row: Row) => boolean,
+): { messages: ChatMessage[]; kinds: ResponseKind[] }[] {
   if (rec.rows.length === 0) throw new Error(`trial ${rec.trialId} has no policy calls`);
-  return prefixChains(rec.rows).map((rows) => chainTranscript(rec.trialId, rows));
+  return prefixChains(rec.rows).map((rows) => chainTranscript(rec.trialId, rows, isDetour));
 }
 
 function chainTranscript(
   trialId: number,
   rows: readonly Row[],
+  isDetour?: (row: Row) => boolean,
 ): { messages: ChatMessage[]; kinds: ResponseKind[] } {
   const last = rows[rows.length - 1];
   const messages: ChatMessage[] = [
@@ -813,7 +821,8 @@ function chainTranscript(
       throw new Error(`trial ${trialId}: assistant message ${i} does not match call ${i}`);
     }
     if (row.phase === "reflect") return "reflection";
-    return row.valid ? "action" : "malformed";
+    if (!row.valid) return "malformed";
+    return isDetour?.(row) ? "detour" : "action";
   });
   return { messages, kinds };
 }
@@ -825,10 +834,11 @@ function chainTranscript(
 export function tallyCorpus(
   records: readonly TrialRecord[],
   played: readonly { opponent: string | null; seat: string | null; hindsight: boolean }[],
+  isDetour?: (row: Row) => boolean,
 ): { trials: CorpusTrial[]; stats: CorpusStats } {
   const stats: CorpusStats = { trials: 0, playResponses: 0, malformed: 0, reflections: 0 };
   const trials: CorpusTrial[] = records.flatMap((rec, i) => {
-    const chats = trialTranscripts(rec);
+    const chats = trialTranscripts(rec, isDetour);
     stats.trials++;
     if (rec.attempts.some((a) => a.won)) stats.won = (stats.won ?? 0) + 1;
     if (rec.attempts[0]?.won) stats.wonFirst = (stats.wonFirst ?? 0) + 1;

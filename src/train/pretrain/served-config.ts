@@ -46,6 +46,7 @@ const SettingsSchema = z
     reflectionFacts: z.number().int().min(1),
     failedShare: z.number().min(0).max(1),
     remarkMaxTokens: z.number().int().min(24),
+    scoreRandomMoves: z.boolean(),
     remarkWeight: z.number().int().min(1).max(255),
     evalBatch: z.number().int().positive(),
     prefixCacheMB: z.number().min(0),

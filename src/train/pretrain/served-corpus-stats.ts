@@ -13,6 +13,9 @@ export interface ServedCorpusStats {
   wonSecondAfterLostFirst: number;
   /** The explorers' stuck answers (commands not accepted there; unscored, counted in `malformed`). */
   stuckAnswers: number;
+  /** The ε-random moves the game accepted, and whether they are SFT targets (else unscored detours). */
+  randomMoves?: number;
+  randomMovesScored?: boolean;
   /** Well-formed accepted play answers (the SFT's action targets) and reflections per one of them. */
   actionAnswers: number;
   remarkToAction: number;

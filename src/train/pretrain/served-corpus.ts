@@ -4,7 +4,8 @@
  * corpora, played by an ε-imperfect expert so that attempts fail and reflections have work to do.
  *
  * - play: with probability ε (`firstEpsilon` at attempt 1, if set) a uniformly random legal action
- *   (the state's `legalActions`), else
+ *   (the state's `legalActions`; with `scoreRandomMoves: false` a `detour` the SFT does not learn,
+ *   only the answers after it, which show the recovery), else
  *   the environment expert's action, given as memory the facts the trial's earlier reflections
  *   stated (so later attempts use them: ALFWorld's expert goes straight to where the object was
  *   seen); a share `malformedRate` of play answers is deliberately malformed (no tags, an unclosed
@@ -36,7 +37,7 @@ import { Rng } from "../../core/rng.js";
 import { pretokenize } from "../../model/tokenizer.js";
 import type { GenerateRequest, Generation, Policy, SamplingParams } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
-import type { TrialRecord, TrialSpec } from "../../rollout/types.js";
+import type { Row, TrialRecord, TrialSpec } from "../../rollout/types.js";
 import { assignGroups } from "../../tasks/population.js";
 import type { RemoteTask, RemoteTaskDefinition } from "../../tasks/remote.js";
 import { type CorpusStats, type CorpusTrial, tallyCorpus } from "./corpus.js";
@@ -52,6 +53,7 @@ export const SERVED_CORPUS_DEFAULTS = {
   reflectionFacts: 3,
   /** No explorer trials unless asked (the corpora built before them stay as they were). */
   failedShare: 0,
+  scoreRandomMoves: true,
   /** The checks' reflect calls (`CHECK_SAMPLING.maxTokens`) and the coin training config's `rollout.maxResponseTokens`. */
   remarkMaxTokens: 48,
   maxBatch: 64,
@@ -83,6 +85,12 @@ export interface ServedCorpusOptions {
   failedShare?: number;
   /** Most tokens of a reflection answer, tags included, by `estimateTokens` (the reflect call's cap). */
   remarkMaxTokens?: number;
+  /**
+   * Whether the ε-random moves are SFT targets (default true, as corpora always were). False keeps
+   * them in the transcripts as unscored detours: the states stay varied, and the model never learns
+   * to walk at random (re-opening an open door, stepping back and forth), which it otherwise does.
+   */
+  scoreRandomMoves?: boolean;
   /** Most trials in one round of calls. */
   maxBatch?: number;
   /** Called with the memory of every expert call (tests). */
@@ -118,6 +126,9 @@ const MALFORMED: Record<string, (legal: readonly string[], rng: Rng) => string> 
 };
 
 const tag = (action: string) => `<action>${action}</action>`;
+
+/** A play call's identity within the corpus: its trial, attempt and turn. */
+const moveKey = (trialId: number, attempt: number, turn: number) => `${trialId}/${attempt}/${turn}`;
 
 /**
  * A conservative count of the tokens a byte-level BPE tokenizer of an English-trained LLM
@@ -180,6 +191,7 @@ function playerSettings(opts: ServedCorpusOptions) {
     reflectionFacts: opts.reflectionFacts ?? SERVED_CORPUS_DEFAULTS.reflectionFacts,
     failedShare: opts.failedShare ?? SERVED_CORPUS_DEFAULTS.failedShare,
     remarkMaxTokens: opts.remarkMaxTokens ?? SERVED_CORPUS_DEFAULTS.remarkMaxTokens,
+    scoreRandomMoves: opts.scoreRandomMoves ?? SERVED_CORPUS_DEFAULTS.scoreRandomMoves,
   };
   for (const [k, v] of [
     ["epsilon", s.epsilon],
@@ -239,6 +251,8 @@ class ExpertPlayer implements Policy {
   /** Commands listed so far in each trial's current attempt (the stuck answers' stale commands). */
   private readonly listed = new Map<number, { attempt: number; commands: Set<string> }>();
   readonly remarkTokens: number[] = [];
+  /** The ε-random moves played, by `moveKey` (trial, attempt, turn). */
+  readonly randomMoves = new Set<string>();
   stuckAnswers = 0;
 
   constructor(
@@ -295,7 +309,10 @@ class ExpertPlayer implements Policy {
     }
     const random = rng.derive("random").pick(legal);
     const epsilon = key.attempt === 0 ? this.s.firstEpsilon : this.s.epsilon;
-    if (rng.derive("epsilon?").float() < epsilon) return tag(random);
+    if (rng.derive("epsilon?").float() < epsilon) {
+      this.randomMoves.add(moveKey(key.trialId, key.attempt, key.turn));
+      return tag(random);
+    }
     const memory = this.stated.get(key.trialId) ?? [];
     this.onExpert?.({ trialId: key.trialId, attempt: key.attempt, turn: key.turn, memory: [...memory] });
     const advice = await task.expert(memory);
@@ -403,9 +420,12 @@ function servedStats(
   settings: ReturnType<typeof playerSettings>,
 ): ServedCorpusStats {
   const rows = records.flatMap((r) => r.rows);
+  const detour = (w: Row) => player.randomMoves.has(moveKey(w.trialId, w.attempt, w.turn));
+  const randomMoves = rows.filter((w) => w.phase === "play" && w.valid && detour(w)).length;
   const failed = records.filter((r) => r.rows.some((w) => w.phase === "reflect")).length;
   const lost = records.filter((r) => r.attempts.length > 1 && !r.attempts[0].won);
-  const actions = rows.filter((w) => w.phase === "play" && w.valid).length;
+  const actions =
+    rows.filter((w) => w.phase === "play" && w.valid).length - (settings.scoreRandomMoves ? 0 : randomMoves);
   const remarks = rows.filter((w) => w.phase === "reflect").length;
   const tokens = player.remarkTokens;
   const explorers = records.filter((r) => plans.get(r.trialId)?.explorer);
@@ -418,6 +438,8 @@ function servedStats(
     lostFirst: lost.length,
     wonSecondAfterLostFirst: lost.filter((r) => r.attempts[1]?.won).length,
     stuckAnswers: player.stuckAnswers,
+    randomMoves,
+    randomMovesScored: settings.scoreRandomMoves,
     actionAnswers: actions,
     remarkToAction: actions > 0 ? remarks / actions : 0,
     remarkTokens: {
@@ -460,9 +482,13 @@ export async function buildServedCorpus(opts: ServedCorpusOptions): Promise<Serv
     opts.rng.derive("run"),
     runOptions,
   );
+  const isDetour = settings.scoreRandomMoves
+    ? undefined
+    : (row: Row) => player.randomMoves.has(moveKey(row.trialId, row.attempt, row.turn));
   const { trials, stats } = tallyCorpus(
     records,
     specs.map(() => ({ opponent: null, seat: null, hindsight: false })),
+    isDetour,
   );
   return {
     game: "remote",
@@ -472,6 +498,11 @@ export async function buildServedCorpus(opts: ServedCorpusOptions): Promise<Serv
   };
 }
 
+function randomMovesText(s: ServedCorpusStats): string {
+  if (s.randomMoves === undefined) return "";
+  return `, ${s.randomMoves} random moves${s.randomMovesScored === false ? " (unscored)" : ""}`;
+}
+
 /** One line of a served corpus's teaching counts, for the warm start's log and `--corpus-only`. */
 export function servedCorpusText(s: ServedCorpusStats): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -479,7 +510,7 @@ export function servedCorpusText(s: ServedCorpusStats): string {
   return (
     `${s.failedTrials} trials with a failed attempt and its reflection (${pct(s.failedTrialShare)}; ` +
     `failedShare ${s.failedShare}: ${s.explorerTrials} exploring first attempts, ${s.explorerLost} lost, ` +
-    `${s.stuckAnswers} stuck answers); attempt 2 won ${s.wonSecondAfterLostFirst} of ${s.lostFirst} trials lost at attempt 1; ` +
+    `${s.stuckAnswers} stuck answers${randomMovesText(s)}); attempt 2 won ${s.wonSecondAfterLostFirst} of ${s.lostFirst} trials lost at attempt 1; ` +
     `remarks ${t.mean.toFixed(1)} tokens on average, ${t.max} at most (estimated; cap ${t.cap}, ${t.overCap} over); ` +
     `${s.remarkToAction.toFixed(3)} remarks per accepted action (${s.actionAnswers} actions)`
   );

@@ -80,13 +80,15 @@ export function weightedExample(
   spans.forEach((span, i) => {
     const kind = kinds[i];
     const weight =
-      kind === "malformed"
-        ? opts.trainOnMalformed
-          ? 1
-          : 0
-        : kind === "action"
-          ? actionWeight
-          : remarkWeight;
+      kind === "detour"
+        ? 0
+        : kind === "malformed"
+          ? opts.trainOnMalformed
+            ? 1
+            : 0
+          : kind === "action"
+            ? actionWeight
+            : remarkWeight;
     mask.fill(weight, Math.min(span.start, n), Math.min(span.end, n));
   });
   mask[0] = 0;

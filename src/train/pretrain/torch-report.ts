@@ -74,6 +74,11 @@ export interface TorchPretrainSettings {
   failedShare?: number;
   /** Served environments: most tokens of a corpus reflection (the reflect call's cap), estimated conservatively. */
   remarkMaxTokens?: number;
+  /**
+   * Served environments: whether the corpus player's ε-random moves are SFT targets (absent: they
+   * are, as before, and the warm start's key stays as it was; false: unscored detours).
+   */
+  scoreRandomMoves?: boolean;
   /** LoRA rank on `LORA_TARGET_MODULES`, alpha twice the rank; 0: full fine-tuning. */
   loraRank: number;
   dtype: (typeof TORCH_DTYPES)[number];

@@ -302,7 +302,13 @@ export function resolveTorchSettings(
     throw new UsageError(`--unlikelihood must be a number ≥ 0 (0: plain SFT), got ${s.unlikelihood}`);
   checkRate("tactical-rate", s.tacticalRate);
   if (s.epsilon !== undefined) checkRate("epsilon", s.epsilon);
-  for (const key of ["reflectionFacts", "firstEpsilon", "failedShare", "remarkMaxTokens"] as const)
+  for (const key of [
+    "reflectionFacts",
+    "firstEpsilon",
+    "failedShare",
+    "remarkMaxTokens",
+    "scoreRandomMoves",
+  ] as const)
     if (opts[key] !== undefined && !("reflectionFacts" in TORCH_PRETRAIN_DEFAULTS[game]))
       throw new UsageError(`${key} is for served environments' corpus player, not ${game}`);
   if (opts.firstEpsilon !== undefined) {
@@ -310,6 +316,7 @@ export function resolveTorchSettings(
     s.firstEpsilon = opts.firstEpsilon;
   }
   if (s.failedShare !== undefined) checkRate("failedShare", s.failedShare);
+  if (opts.scoreRandomMoves !== undefined) s.scoreRandomMoves = opts.scoreRandomMoves;
   if (s.remarkMaxTokens !== undefined && !(Number.isInteger(s.remarkMaxTokens) && s.remarkMaxTokens >= 24))
     throw new UsageError(`remarkMaxTokens must be an integer ≥ 24, got ${s.remarkMaxTokens}`);
   if (s.reflectionFacts !== undefined && !(Number.isInteger(s.reflectionFacts) && s.reflectionFacts >= 1))
@@ -458,6 +465,7 @@ function playCorpus(r: TorchRun) {
       ...(r.settings.firstEpsilon !== undefined ? { firstEpsilon: r.settings.firstEpsilon } : {}),
       ...(r.settings.failedShare !== undefined ? { failedShare: r.settings.failedShare } : {}),
       ...(r.settings.remarkMaxTokens !== undefined ? { remarkMaxTokens: r.settings.remarkMaxTokens } : {}),
+      ...(r.settings.scoreRandomMoves !== undefined ? { scoreRandomMoves: r.settings.scoreRandomMoves } : {}),
     });
   return buildCorpus({
     game: r.game,
