@@ -25,12 +25,37 @@ export interface RemarkRow {
   text: string;
   /** Whether the next attempt won; null when the trial stopped before it. */
   nextWon: boolean | null;
+  /**
+   * Whether the next attempt opened with the same moves as the attempt the reflection follows (their
+   * first `OPENING_MOVES` accepted actions, fewer where either attempt has fewer); null when there
+   * is no next attempt or either has no accepted action. A next attempt that opens the same way
+   * against the same task re-walks the path its reflection was about.
+   */
+  sameOpening: boolean | null;
+}
+
+/** Accepted actions compared at the start of consecutive attempts (`RemarkRow.sameOpening`). */
+export const OPENING_MOVES = 3;
+
+type MemoryAttempt = NonNullable<TrialRecord["memory"]>["attempts"][number];
+
+function opening(a: MemoryAttempt | undefined): string[] {
+  return (a?.turns ?? []).filter((t) => t.valid && t.action !== "").map((t) => t.action);
+}
+
+function sameOpening(a: MemoryAttempt | undefined, b: MemoryAttempt | undefined): boolean | null {
+  const x = opening(a);
+  const y = opening(b);
+  const k = Math.min(OPENING_MOVES, x.length, y.length);
+  if (b === undefined || k === 0) return null;
+  return x.slice(0, k).every((action, i) => action === y[i]);
 }
 
 export function collectRemarks(records: readonly TrialRecord[], source: string): RemarkRow[] {
   const rows: RemarkRow[] = [];
   for (const r of records) {
-    for (const a of r.memory?.attempts ?? []) {
+    const attempts = r.memory?.attempts ?? [];
+    for (const a of attempts) {
       const rec = a.reflection;
       if (!rec) continue;
       const next = r.attempts[a.index + 1];
@@ -45,6 +70,10 @@ export function collectRemarks(records: readonly TrialRecord[], source: string):
         ...(rec.informative !== undefined ? { informative: rec.informative } : {}),
         text: rec.valid ? rec.text : rec.response,
         nextWon: next ? next.won : null,
+        sameOpening: sameOpening(
+          a,
+          attempts.find((b) => b.index === a.index + 1),
+        ),
       });
     }
   }
@@ -68,6 +97,8 @@ export interface RemarkStats {
   failures: Record<string, number>;
   afterInformative: NextAttempt;
   afterOther: NextAttempt;
+  /** Remarks whose next attempt's opening could be compared, and those that opened the same way. */
+  openings: { compared: number; same: number };
 }
 
 function tally(into: NextAttempt, row: RemarkRow): void {
@@ -85,6 +116,7 @@ export function remarkStats(rows: readonly RemarkRow[]): RemarkStats {
     failures: {},
     afterInformative: { followed: 0, won: 0 },
     afterOther: { followed: 0, won: 0 },
+    openings: { compared: 0, same: 0 },
   };
   for (const row of rows) {
     if (row.valid) stats.wellFormed += 1;
@@ -95,6 +127,10 @@ export function remarkStats(rows: readonly RemarkRow[]): RemarkStats {
     if (row.valid && row.informative !== undefined) stats.judged = (stats.judged ?? 0) + 1;
     if (row.informative === true) stats.informative += 1;
     tally(row.informative === true ? stats.afterInformative : stats.afterOther, row);
+    if (row.sameOpening !== null) {
+      stats.openings.compared += 1;
+      if (row.sameOpening) stats.openings.same += 1;
+    }
   }
   return stats;
 }
@@ -140,6 +176,7 @@ export function formatRemarks(stats: RemarkStats, quoted: readonly RemarkRow[], 
     `${trials} trial(s), ${stats.remarks} remark(s): ${stats.wellFormed} well-formed (${pct(stats.wellFormed, stats.remarks)})` +
       `${failures ? `; invalid: ${failures}` : ""}; ${informative}`,
     `the next attempt won: ${nextLine("after an informative remark", stats.afterInformative)}; ${nextLine("after any other", stats.afterOther)}`,
+    `the next attempt opened with the same ${OPENING_MOVES} moves as the one before: ${stats.openings.same} of ${stats.openings.compared} (${pct(stats.openings.same, stats.openings.compared)})`,
     `${quoted.length} quoted, spread evenly over the remarks:`,
     ...quoted.map(quoteLine),
   ].join("\n");

@@ -83,6 +83,24 @@ describe("replay --remarks", () => {
     assert.deepEqual(stats.afterOther, { followed: 2, won: 1 });
   });
 
+  it("says whether the next attempt opened with the same moves as the one the remark follows", () => {
+    // Three attempts: the second opens as the first ("(1, 1)"), the third with another move.
+    const t = trial(0, ["lost", "lost", "won"]) as {
+      memory: { attempts: { turns: { action: string; valid: boolean }[] }[] };
+    };
+    t.memory.attempts[2].turns[1].action = "(3, 3)";
+    // An attempt with no accepted action cannot be compared.
+    const u = trial(1, ["lost", "won"]) as typeof t;
+    for (const turn of u.memory.attempts[1].turns) turn.valid = false;
+    const log = readTrialLog(resolveTrialLog(runDir(root, "openings", "transcripts.jsonl", [t, u])));
+    const rows = collectRemarks(log.records, "x");
+    assert.deepEqual(
+      rows.map((r) => r.sameOpening),
+      [true, false, null],
+    );
+    assert.deepEqual(remarkStats(rows).openings, { compared: 2, same: 1 });
+  });
+
   it("reports no rule when the task judged none", () => {
     const rows = collectRemarks(
       readTrialLog(resolveTrialLog(runDir(root, "plain", "transcripts.jsonl", [trial(0, ["lost", "won"])])))
@@ -110,16 +128,21 @@ describe("replay --remarks", () => {
       lines[1],
       "the next attempt won: after an informative remark 1 of 2 (50.0%); after any other 1 of 2 (50.0%)",
     );
-    assert.equal(lines[2], "3 quoted, spread evenly over the remarks:");
-    assert.equal(lines.length, 6);
+    // Every attempt of the fixture opens with "(1, 1)"; 4 of the 5 remarks have a next attempt.
+    assert.equal(
+      lines[2],
+      "the next attempt opened with the same 3 moves as the one before: 4 of 4 (100.0%)",
+    );
+    assert.equal(lines[3], "3 quoted, spread evenly over the remarks:");
+    assert.equal(lines.length, 7);
     assert.match(
-      lines[3],
+      lines[4],
       /mage-s0\/eval-transcripts\.jsonl:1 trial 0, after attempt 1 \(lost → lost\), informative: "coin not in the kitchen"$/,
     );
     // Five remarks, three quoted: the first, the second and the fourth (indices 0, 1, 3).
-    assert.match(lines[4], /trial 0, after attempt 2 \(lost → won\), uninformative: "try again"$/);
+    assert.match(lines[5], /trial 0, after attempt 2 \(lost → won\), uninformative: "try again"$/);
     assert.match(
-      lines[5],
+      lines[6],
       /mage-s0\/eval-transcripts\.jsonl:2 trial 1, after attempt 2 \(lost, no next attempt\), informative: "east door of the pantry untried"$/,
     );
   });
