@@ -7,9 +7,11 @@ import { UsageError } from "../../src/core/errors.js";
 import { Rng } from "../../src/core/rng.js";
 import { extractTag } from "../../src/core/tags.js";
 import type { ChatMessage } from "../../src/policy/types.js";
+import { readTrialLog } from "../../src/replay/read.js";
 import type { TrialRecord } from "../../src/rollout/types.js";
 import { openRemoteTask, type RemoteTaskDefinition } from "../../src/tasks/remote.js";
 import type { PretrainEvaluation } from "../../src/train/pretrain/evaluate.js";
+import { CHECKS_TRANSCRIPTS_FILE } from "../../src/train/pretrain/served-checks.js";
 import {
   loadServedPretrainConfig,
   openServedPretrain,
@@ -334,6 +336,11 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     assert.equal(report.settings.remarkWeight, 4);
     assert.equal(report.corpus.served?.explorerTrials, 2, "failedShare 0.5 of 4 trials");
     assert.equal(report.corpus.served?.templateRemarkTokens !== undefined, true);
+    // Every check trial's play is kept beside the report, in the form `mage replay FILE --remarks` reads.
+    const checks = readTrialLog(join(root, "warm", CHECKS_TRANSCRIPTS_FILE));
+    assert.equal(checks.records.length, 2, "evalTrials 2");
+    assert.ok(checks.records.every((t) => t.attempts.length >= 1 && t.attempts.length <= 3));
+    assert.ok(checks.records.every((t) => (t.memory?.attempts.length ?? 0) === t.attempts.length));
 
     // --corpus-only plays the very corpus the warm start trained on, without the model.
     const preview = JSON.parse(

@@ -8,6 +8,7 @@
  * overall and per category (a category "a/b" counts in "a" and in "a/b": ALFWorld's split and its
  * split and task type).
  */
+import { writeFileAtomic } from "../../core/atomic-write.js";
 import type { Rng } from "../../core/rng.js";
 import { countingAnswers, type EvalProgress, ProgressTally } from "../../evaluate/progress.js";
 import type { Policy } from "../../policy/types.js";
@@ -37,6 +38,30 @@ export interface ServedCheckOptions {
   maxTurns?: number;
   /** Trials done, answers received and the valid-answer rate as they come (a real model takes minutes). */
   onProgress?: (progress: EvalProgress) => void;
+  /**
+   * Where to write every check trial's whole play (`CHECKS_TRANSCRIPTS_FILE` in the warm start's
+   * directory), in the final evaluation's transcript format, for `mage replay FILE --remarks`.
+   */
+  transcriptsPath?: string;
+}
+
+/** The checks' trials, as the warm start keeps them beside its report. */
+export const CHECKS_TRANSCRIPTS_FILE = "checks-transcripts.jsonl";
+
+/** One JSON line per trial: its outcomes and its memory (what `mage replay` reads). */
+export function checkTranscriptLines(records: readonly TrialRecord[]): string {
+  return records
+    .map((t) =>
+      JSON.stringify({
+        trialId: t.trialId,
+        opponent: t.opponent,
+        seat: t.seat,
+        attempts: t.attempts,
+        memory: t.memory,
+      }),
+    )
+    .map((line) => `${line}\n`)
+    .join("");
 }
 
 /** Success@1..K: the share of trials won by attempt k (a cumulative or). */
@@ -130,5 +155,6 @@ export async function evaluateServed(opts: ServedCheckOptions): Promise<Pretrain
     ? servedTargetChecks(evaluation, records, opts.servedTargets)
     : targetChecks(evaluation, opts.targets);
   evaluation.ms = performance.now() - t0;
+  if (opts.transcriptsPath) await writeFileAtomic(opts.transcriptsPath, checkTranscriptLines(records));
   return evaluation;
 }

@@ -34,7 +34,7 @@ import { collectRunMeta } from "../run-meta.js";
 import { buildCorpus, type CorpusStats, type CorpusTrial } from "./corpus.js";
 import { evaluatePretrained, type PretrainEvaluation, type PretrainTargets } from "./evaluate.js";
 import { corpusSummary, corpusWinText, PRETRAIN_DEFAULTS, REPORT_FILE } from "./run.js";
-import { evaluateServed } from "./served-checks.js";
+import { CHECKS_TRANSCRIPTS_FILE, evaluateServed } from "./served-checks.js";
 import type { ServedPretrain } from "./served-config.js";
 import {
   buildServedCorpus,
@@ -627,6 +627,7 @@ function checksPhase(r: TorchRun, learner: TorchLearner): Promise<PretrainEvalua
       maxBatch: r.settings.evalBatch,
       targets: TORCH_PRETRAIN_TARGETS,
       servedTargets: r.served.targets,
+      transcriptsPath: join(r.out, CHECKS_TRANSCRIPTS_FILE),
       ...(bar ? { onProgress: bar.update } : {}),
     }).finally(() => bar?.finish());
   }
