@@ -71,6 +71,36 @@ export function countLosingMoveRepeats(records: readonly TrialRecord[]): LosingM
   return logged ? out : null;
 }
 
+/** Attempts with logged play, and those of them that walk back and forth (`backAndForth`). */
+export interface BackAndForth {
+  attempts: number;
+  looping: number;
+}
+
+/**
+ * Whether an attempt's accepted moves hold the same two moves twice in a row (A B A B, A ≠ B): the
+ * agent undoes a move, redoes it and undoes it again (the coin collector: two rooms walked between;
+ * Sokoban: a push taken back), the loop a small model falls into without memory of the attempt.
+ */
+export function walksBackAndForth(moves: readonly string[]): boolean {
+  for (let i = 0; i + 3 < moves.length; i++)
+    if (moves[i] !== moves[i + 1] && moves[i] === moves[i + 2] && moves[i + 1] === moves[i + 3]) return true;
+  return false;
+}
+
+export function countBackAndForth(records: readonly TrialRecord[]): BackAndForth | null {
+  let logged = false;
+  const out: BackAndForth = { attempts: 0, looping: 0 };
+  for (const r of records) {
+    for (const a of r.memory?.attempts ?? []) {
+      logged = true;
+      out.attempts += 1;
+      if (walksBackAndForth(a.turns.filter((t) => t.valid).map((t) => t.action))) out.looping += 1;
+    }
+  }
+  return logged ? out : null;
+}
+
 /** `n` as a percentage of `of`, one decimal ("–" when `of` is 0). */
 export function pct(n: number, of: number): string {
   return of > 0 ? `${((100 * n) / of).toFixed(1)}%` : "–";
@@ -81,6 +111,7 @@ export function formatAttemptOutcomes(
   rows: readonly AttemptOutcomeRow[],
   trials: number,
   repeats: LosingMoveRepeats | null = null,
+  loops: BackAndForth | null = null,
 ): string {
   const header = ["attempt", "played", "won", "draw", "lost", "cut off", "mean score"];
   const body = rows.map((r) => [
@@ -107,6 +138,11 @@ export function formatAttemptOutcomes(
       ? [
           `attempts after a lost one: ${repeats.after}; ${repeats.repeated} (${pct(repeats.repeated, repeats.after)}) ` +
             "play again the last move of an earlier lost attempt (MineSweeper: the mine)",
+        ]
+      : []),
+    ...(loops && loops.attempts > 0
+      ? [
+          `attempts that walk back and forth (the same two moves twice in a row, A B A B): ${loops.looping} of ${loops.attempts} (${pct(loops.looping, loops.attempts)})`,
         ]
       : []),
   ].join("\n");

@@ -6,7 +6,7 @@ import { describe, it } from "node:test";
 import { COMMANDS } from "../../src/cli/commands/index.js";
 import { command } from "../../src/cli/commands/replay.js";
 import { UsageError } from "../../src/core/errors.js";
-import { countLosingMoveRepeats } from "../../src/replay/outcomes.js";
+import { countBackAndForth, countLosingMoveRepeats, walksBackAndForth } from "../../src/replay/outcomes.js";
 import { readTrialLog, resolveTrialLog, type TrialRecord } from "../../src/replay/read.js";
 import { renderTrial, trialLine } from "../../src/replay/render.js";
 import { runCommand } from "../cli/run-command.js";
@@ -75,6 +75,34 @@ describe("replay", () => {
     assert.equal(countLosingMoveRepeats(noPlay), null, "no logged play, no count");
   });
 
+  it("counts the attempts that walk back and forth (A B A B among their accepted moves)", () => {
+    assert.equal(walksBackAndForth(["move west", "move east", "move west", "move east"]), true);
+    assert.equal(
+      walksBackAndForth(["open door", "move west", "move east", "move west", "move east", "x"]),
+      true,
+    );
+    assert.equal(
+      walksBackAndForth(["move west", "move east", "move west", "move north"]),
+      false,
+      "once back, then on",
+    );
+    assert.equal(
+      walksBackAndForth(["wait", "wait", "wait", "wait"]),
+      false,
+      "one move repeated is not a walk between two",
+    );
+    assert.equal(walksBackAndForth(["a", "b", "a"]), false);
+    type Memory = { attempts: { turns: { action: string; valid: boolean }[] }[] };
+    const t = trial(5, ["lost", "won"]);
+    const turns = ["move west", "move east", "move west", "bad", "move east"];
+    (t.memory as Memory).attempts[0].turns = turns.map((action) => ({ action, valid: action !== "bad" }));
+    const records = readTrialLog(resolveTrialLog(writeLog([JSON.stringify(t)]))).records;
+    // The invalid answer between them does not break the walk: accepted moves only.
+    assert.deepEqual(countBackAndForth(records), { attempts: 2, looping: 1 });
+    const noPlay = records.map((r) => ({ ...r, memory: undefined }) as TrialRecord);
+    assert.equal(countBackAndForth(noPlay), null);
+  });
+
   it("lists by default and replays the trials a selection matches", async () => {
     assert.equal((await COMMANDS.replay.load()).name, "replay");
     const dir = writeLog([
@@ -115,7 +143,12 @@ describe("replay", () => {
       rows[4],
       "attempts after a lost one: 2; 2 (100.0%) play again the last move of an earlier lost attempt (MineSweeper: the mine)",
     );
-    assert.equal(rows.length, 5);
+    // One valid move an attempt: none walks back and forth.
+    assert.equal(
+      rows[5],
+      "attempts that walk back and forth (the same two moves twice in a row, A B A B): 0 of 5 (0.0%)",
+    );
+    assert.equal(rows.length, 6);
     const randomOnly = await runCli([dir, "--outcomes", "--opponent", "random"]);
     assert.match(randomOnly.out, /^1 trial\(s\); 0 won \(0\.0%\)/);
 

@@ -3,6 +3,7 @@ import { countTactics, formatTactics } from "../../evaluate/tictactoe-tactics.js
 import { isOutcome, isSelecting, matchesTrial, OUTCOMES, type TrialFilter } from "../../replay/filter.js";
 import {
   countAttemptOutcomes,
+  countBackAndForth,
   countLosingMoveRepeats,
   formatAttemptOutcomes,
 } from "../../replay/outcomes.js";
@@ -89,7 +90,14 @@ export const command: Command = {
     }
     if (values.outcomes) {
       const counts = countAttemptOutcomes(selected);
-      console.log(formatAttemptOutcomes(counts, selected.length, countLosingMoveRepeats(selected)));
+      console.log(
+        formatAttemptOutcomes(
+          counts,
+          selected.length,
+          countLosingMoveRepeats(selected),
+          countBackAndForth(selected),
+        ),
+      );
       return 0;
     }
     if (values.tactics) {
