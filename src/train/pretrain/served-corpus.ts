@@ -252,7 +252,7 @@ class ExpertPlayer implements Policy {
   private readonly listed = new Map<number, { attempt: number; commands: Set<string> }>();
   readonly remarkTokens: number[] = [];
   /** The ε-random moves played, by `moveKey` (trial, attempt, turn). */
-  readonly randomMoves = new Set<string>();
+  private readonly randomMoves = new Set<string>();
   stuckAnswers = 0;
 
   constructor(
@@ -260,6 +260,10 @@ class ExpertPlayer implements Policy {
     private readonly plans: ReadonlyMap<number, TrialPlan>,
     private readonly onExpert?: (call: ExpertCall) => void,
   ) {}
+
+  /** Whether the player answered this call with an ε-random move. */
+  readonly playedAtRandom = (row: Row): boolean =>
+    this.randomMoves.has(moveKey(row.trialId, row.attempt, row.turn));
 
   register(trialId: number, task: RemoteTask): RemoteTask {
     this.tasks.set(trialId, task);
@@ -420,8 +424,7 @@ function servedStats(
   settings: ReturnType<typeof playerSettings>,
 ): ServedCorpusStats {
   const rows = records.flatMap((r) => r.rows);
-  const detour = (w: Row) => player.randomMoves.has(moveKey(w.trialId, w.attempt, w.turn));
-  const randomMoves = rows.filter((w) => w.phase === "play" && w.valid && detour(w)).length;
+  const randomMoves = rows.filter((w) => w.phase === "play" && w.valid && player.playedAtRandom(w)).length;
   const failed = records.filter((r) => r.rows.some((w) => w.phase === "reflect")).length;
   const lost = records.filter((r) => r.attempts.length > 1 && !r.attempts[0].won);
   const actions =
@@ -482,13 +485,10 @@ export async function buildServedCorpus(opts: ServedCorpusOptions): Promise<Serv
     opts.rng.derive("run"),
     runOptions,
   );
-  const isDetour = settings.scoreRandomMoves
-    ? undefined
-    : (row: Row) => player.randomMoves.has(moveKey(row.trialId, row.attempt, row.turn));
   const { trials, stats } = tallyCorpus(
     records,
     specs.map(() => ({ opponent: null, seat: null, hindsight: false })),
-    isDetour,
+    settings.scoreRandomMoves ? undefined : player.playedAtRandom,
   );
   return {
     game: "remote",
