@@ -59,7 +59,7 @@ export function countLosingMoveRepeats(records: readonly TrialRecord[]): LosingM
     logged = true;
     const losing = new Set<string>();
     attempts.forEach((a, k) => {
-      const moves = a.turns.filter((t) => t.valid).map((t) => t.action);
+      const moves = acceptedMoves(a);
       if (losing.size > 0) {
         out.after += 1;
         if (moves.some((m) => losing.has(m))) out.repeated += 1;
@@ -69,6 +69,13 @@ export function countLosingMoveRepeats(records: readonly TrialRecord[]): LosingM
     });
   }
   return logged ? out : null;
+}
+
+type LoggedAttempt = NonNullable<TrialRecord["memory"]>["attempts"][number];
+
+/** The moves an attempt played that the game accepted, in order. */
+export function acceptedMoves(a: LoggedAttempt | undefined): string[] {
+  return (a?.turns ?? []).filter((t) => t.valid).map((t) => t.action);
 }
 
 /** Attempts with logged play, and those of them that walk back and forth (`backAndForth`). */
@@ -95,7 +102,7 @@ export function countBackAndForth(records: readonly TrialRecord[]): BackAndForth
     for (const a of r.memory?.attempts ?? []) {
       logged = true;
       out.attempts += 1;
-      if (walksBackAndForth(a.turns.filter((t) => t.valid).map((t) => t.action))) out.looping += 1;
+      if (walksBackAndForth(acceptedMoves(a))) out.looping += 1;
     }
   }
   return logged ? out : null;

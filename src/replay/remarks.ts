@@ -1,4 +1,4 @@
-import { pct } from "./outcomes.js";
+import { acceptedMoves, pct } from "./outcomes.js";
 import type { TrialRecord } from "./read.js";
 
 /**
@@ -39,13 +39,9 @@ export const OPENING_MOVES = 3;
 
 type MemoryAttempt = NonNullable<TrialRecord["memory"]>["attempts"][number];
 
-function opening(a: MemoryAttempt | undefined): string[] {
-  return (a?.turns ?? []).filter((t) => t.valid && t.action !== "").map((t) => t.action);
-}
-
-function sameOpening(a: MemoryAttempt | undefined, b: MemoryAttempt | undefined): boolean | null {
-  const x = opening(a);
-  const y = opening(b);
+function sameOpening(a: MemoryAttempt, b: MemoryAttempt | undefined): boolean | null {
+  const x = acceptedMoves(a);
+  const y = acceptedMoves(b);
   const k = Math.min(OPENING_MOVES, x.length, y.length);
   if (b === undefined || k === 0) return null;
   return x.slice(0, k).every((action, i) => action === y[i]);
