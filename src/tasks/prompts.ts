@@ -243,10 +243,15 @@ function compactAttemptNote(a: AttemptRecord): string {
   return `Attempt ${a.index + 1}: ${compactAttemptOutcome(a)}\nYour reflection: ${note}`;
 }
 
-/** What the last turn of an attempt did and how the attempt ended. */
+/**
+ * What the last turn of an attempt led to and how the attempt ended: the task's feedback, or,
+ * where a task writes none (served environments put it all in the observation), the state the
+ * last action left. Without it a coin-collector reflection never saw the room its attempt ended in.
+ */
 function compactEnd(a: AttemptRecord): string {
   const last = a.turns[a.turns.length - 1];
-  return joinLines([last?.compactFeedback ?? "", compactAttemptOutcome(a)]);
+  const ledTo = last ? last.compactFeedback || last.compactObservation : "";
+  return joinLines([ledTo, compactAttemptOutcome(a)]);
 }
 
 function compactReflectLead(a: AttemptRecord, o: Required<PromptOptions>): string {

@@ -4,6 +4,8 @@ import { Rng } from "../../src/core/rng.js";
 import type { ChatMessage, GenerateRequest, Generation, Policy } from "../../src/policy/types.js";
 import { runTrials } from "../../src/rollout/runner.js";
 import { TrialEnv } from "../../src/tasks/env.js";
+import type { TrialMemory } from "../../src/tasks/memory.js";
+import { buildPrompt } from "../../src/tasks/prompts.js";
 import { TicTacToeTask } from "../../src/tasks/tictactoe.js";
 import type { PromptStyle, ReflectionType } from "../../src/tasks/types.js";
 import { prefixChains } from "../../src/train/batch.js";
@@ -92,6 +94,76 @@ describe("memory modes in compact prompts", () => {
     const text = allText(msgs);
     assert.doesNotMatch(text, /MARKER-REFLECTION/);
     assert.match(text, /Attempt 2: .+\nYour reflection: SECOND-NOTE\nAttempt 3\./);
+  });
+});
+
+describe("the end of an attempt in compact prompts", () => {
+  /** A served-style attempt: no feedback lines, everything in the observations. */
+  function servedAttempt(lastFeedback: string): TrialMemory {
+    const turn = (action: string, obs: string, done: boolean) => ({
+      reward: 0,
+      done,
+      won: false,
+      draw: false,
+      score: 0,
+      valid: true,
+      action,
+      feedback: "",
+      observation: obs,
+      compactFeedback: done ? lastFeedback : "",
+      compactObservation: obs,
+      response: `<action>${action}</action>`,
+      ...(done ? { compactOutcome: "Not done." } : {}),
+    });
+    return {
+      task: "served",
+      opponent: null,
+      seat: null,
+      attempts: [
+        {
+          index: 0,
+          initialObservation: "START-ROOM",
+          compactInitialObservation: "START-ROOM",
+          turns: [
+            turn("move south", "MIDDLE-ROOM", false),
+            turn("move west", "END-ROOM with a closed door", true),
+          ],
+        },
+      ],
+    };
+  }
+
+  for (const reflectionType of ["reflection_only", "history_and_reflection"] as const) {
+    it(`${reflectionType}: the reflect call sees the state the last action left when the task writes no feedback`, async () => {
+      const text = new TicTacToeTask({ opponent: "preferred:1", seat: "first" }).promptText();
+      const msgs = buildPrompt(servedAttempt(""), text, "reflect", { style: "compact", reflectionType });
+      const lead = msgs[msgs.length - 1].content;
+      assert.match(lead, /^END-ROOM with a closed door\nNot done\.\nReflect:/);
+    });
+  }
+
+  it("a task's feedback line stays the whole account of the last turn", async () => {
+    const text = new TicTacToeTask({ opponent: "preferred:1", seat: "first" }).promptText();
+    const msgs = buildPrompt(servedAttempt("FEEDBACK-LINE"), text, "reflect", {
+      style: "compact",
+      reflectionType: "reflection_only",
+    });
+    const lead = msgs[msgs.length - 1].content;
+    assert.match(lead, /^FEEDBACK-LINE\nNot done\./);
+    assert.doesNotMatch(lead, /END-ROOM/);
+  });
+
+  it("history_only: the next attempt opens with the state the last one ended in", async () => {
+    const text = new TicTacToeTask({ opponent: "preferred:1", seat: "first" }).promptText();
+    const memory = servedAttempt("");
+    memory.attempts.push({
+      index: 1,
+      initialObservation: "START-ROOM",
+      compactInitialObservation: "START-ROOM",
+      turns: [],
+    });
+    const msgs = buildPrompt(memory, text, "play", { style: "compact", reflectionType: "history_only" });
+    assert.match(msgs[msgs.length - 1].content, /^END-ROOM with a closed door\nNot done\.\nAttempt 2\./);
   });
 });
 
