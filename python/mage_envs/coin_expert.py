@@ -21,6 +21,9 @@ a next attempt needs first (a reflection under a token cap keeps the first ones)
   not in the kitchen or the pantry."), then the links of the routes to the exits not tried, then a
   third exit not tried if there is one;
 - then every other link ("The kitchen's east exit leads to the corridor.").
+With `facts(lead_from="last-room")` the leading exits not tried are those of the room the attempt
+ended in, where it has any (the last observation shows them, so a small model can copy them rather
+than work them out from the whole attempt), and the links of the route to that room come next.
 `remember` also reads the one-room forms of earlier versions ("The coin was not in the kitchen.",
 "The corridor's north door was not opened.").
 """
@@ -49,6 +52,7 @@ _FACT_UNTRIED = re.compile(r"Not tried: (.+)\.")
 _UNTRIED_ITEM = re.compile(r"the (.+?)'s (north|south|east|west) (door|exit)")
 MAX_UNTRIED = 3  # exits the "Not tried" facts name
 LEAD_UNTRIED = 2  # of them in the leading fact (short enough to survive a capped remark; the rest come later)
+LEAD_FROM = ("nearest", "last-room")  # which exits not tried the leading fact names (`CoinMap.facts`)
 
 
 def join_words(items: list[str], last: str) -> str:
@@ -213,7 +217,26 @@ class CoinMap:
         items = [f"the {r}'s {d} {'door' if (r, d) in self.doors else 'exit'}" for r, d in exits]
         return f"Not tried: {join_words(items, 'and')}."
 
-    def facts(self) -> list[str]:
+    def _lead_untried(self, lead_from: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """The exits not tried that the leading fact names, and up to MAX_UNTRIED in all after them.
+        `nearest`: nearest the first room first. `last-room`: the exits of the room the attempt ended
+        in (what its last observation shows, so a reflection can copy them), else as `nearest`."""
+        untried = self.untried()
+        if lead_from == "last-room":
+            here = [x for x in untried if x[0] == self.here]
+            if here:
+                lead = here[:LEAD_UNTRIED]
+                return lead, [x for x in untried if x not in lead][: MAX_UNTRIED - len(lead)]
+        untried = untried[:MAX_UNTRIED]
+        return untried[:LEAD_UNTRIED], untried[LEAD_UNTRIED:]
+
+    def facts(self, lead_from: str = "nearest") -> list[str]:
+        """The facts to hand on, first needed first (see the module's docstring). `lead_from`
+        (`nearest` or `last-room`) picks the exits the leading fact names; with `last-room` the
+        links of the routes to them follow it at once (before where the coin was not), so that a
+        remark cut at its cap still says how to get there."""
+        if lead_from not in LEAD_FROM:
+            raise ValueError(f"lead_from must be one of {', '.join(LEAD_FROM)}, got {lead_from!r}")
         back = self._tree()
         first: list[tuple[str, str, str]] = []  # links the leading facts need
         out: list[str] = []
@@ -224,14 +247,19 @@ class CoinMap:
             out += [self._link_fact(*link) for link in first]
             out += [not_in] if not_in else []
         else:
-            untried = self.untried()[:MAX_UNTRIED]
-            lead, rest = untried[:LEAD_UNTRIED], untried[LEAD_UNTRIED:]
+            lead, rest = self._lead_untried(lead_from)
             if lead:
                 out.append(self._untried_fact(lead))
+            if lead_from == "last-room":
+                for room, _ in lead:
+                    first += [link for link in self._route_links(back, room) if link not in first]
+                out += [self._link_fact(*link) for link in first]
             out += [not_in] if not_in else []
-            for room, _ in untried:
-                first += [link for link in self._route_links(back, room) if link not in first]
-            out += [self._link_fact(*link) for link in first]
+            later: list[tuple[str, str, str]] = []
+            for room, _ in lead + rest:
+                later += [link for link in self._route_links(back, room) if link not in first and link not in later]
+            out += [self._link_fact(*link) for link in later]
+            first += later
             if rest:
                 out.append(self._untried_fact(rest))
         said = {(r, d) for r, d, _ in first}

@@ -30,7 +30,7 @@ from typing import Any
 
 from textworld_express.constants import BASEPATH, JAR_PATH
 
-from .coin_expert import coin_map
+from .coin_expert import LEAD_FROM, coin_map
 from .jvm import Jvm
 from .answers import Matcher
 from .protocol import CreateArgs, EnvError, Environment, Json, Session, applied_step, fingerprint, invalid_step
@@ -176,6 +176,7 @@ class TwxSession(Session):
         self.seed = args.seed
         self.split = str(args.config["split"])
         self.max_steps = int(args.config["maxSteps"])
+        self.facts_lead = str(args.config.get("factsLead", LEAD_FROM[0]))
         self.params = ",".join(p.wire(args.config[p.name]) for p in self.game.params)
         with env.engine.lock:
             message = env.engine.load(self.game.name, self.params)
@@ -291,7 +292,7 @@ class TwxSession(Session):
         The other games: the game's gold path while this attempt has followed it, None after a deviation."""
         if self.game.name == "coin":
             m = coin_map(self.trace, memory)
-            return {"action": None if self.done else m.next_action(self.legal), "facts": m.facts()}
+            return {"action": None if self.done else m.next_action(self.legal), "facts": m.facts(self.facts_lead)}
         played = [a for a, _ in self.trace[1:]]
         gold = self.gold()
         on_path = played == gold[: len(played)] and len(played) < len(gold)
@@ -320,6 +321,11 @@ class TwxEnv(Environment):
             "maxSteps": {"type": "integer", "min": 1, "max": 500, "default": DEFAULT_MAX_STEPS,
                          "description": "game steps per attempt (valid actions); the attempt ends unfinished after them"},
         }
+        if self.game.name == "coin":
+            config["factsLead"] = {
+                "type": "string", "choices": list(LEAD_FROM), "default": LEAD_FROM[0],
+                "description": "the expert's facts after an attempt without the coin lead with the exits not tried "
+                               "nearest the first room (nearest) or those of the room the attempt ended in (last-room)"}
         return {
             "name": self.name,
             "description": f"TextWorldExpress {self.game.title}: {self.game.hint} The seed is TextWorldExpress's game "

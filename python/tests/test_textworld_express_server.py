@@ -283,6 +283,41 @@ def test_an_exit_named_not_tried_is_taken_first(envs: dict[str, TwxEnv], seed: i
     assert named.named == [(start, d)]
 
 
+@pytest.mark.parametrize("seed", [1, 2, 4, 5, 7])
+def test_last_room_facts_lead_with_the_exits_the_last_observation_shows(envs: dict[str, TwxEnv], seed: int) -> None:
+    """`factsLead: last-room`: an attempt cut short leads its facts with exits of the room it ended in
+    (each named in its last observation), then the route there; given those first facts only, the
+    next attempt goes through the named exit and wins. `nearest` (the default) is unchanged."""
+    fresh = _follow(_session(envs["twx-coin"], seed), [])
+    assert fresh is not None and fresh >= 4, fresh
+    cut = _session(envs["twx-coin"], seed, factsLead="last-room")
+    while cut.steps < fresh - 2:
+        cut.step(f"<action>{cut.expert([])['action']}</action>")
+    m = coin_map(cut.trace, [])
+    facts = cut.expert([])["facts"]
+    assert facts == m.facts("last-room") and m.facts() == m.facts("nearest")
+    named = CoinMap()
+    named.remember(facts[:1])
+    assert named.named and all(room == m.here for room, _ in named.named), (facts, m.here)
+    # each named exit is in the room's last description, or is the door the attempt opened after it
+    looks = [i for i, (_, o) in enumerate(cut.trace) if o.startswith(f"You are in the {m.here}.")]
+    look, after = cut.trace[looks[-1]][1], [a for a, _ in cut.trace[looks[-1] + 1:]]
+    assert all(f"o the {d.capitalize()}" in look or f"open door to {d}" in after for _, d in named.named), (look, after)
+    route = len([f for f in facts[1:] if "leads to the" in f][:1])
+    assert route == (0 if m.here == m.start else 1) and (route == 0 or "leads to the" in facts[1]), facts
+    again = _session(envs["twx-coin"], seed)
+    assert _follow(again, facts[: 1 + route]) is not None
+    room, d = named.named[0]
+    walked = coin_map([], [])
+    through = False
+    for action, observation in again.trace:
+        through |= walked.here == room and action in (f"open door to {d}", f"move {d}")
+        walked.apply(action, observation)
+    assert through, (facts, again.actions)
+    with pytest.raises(ValueError, match="lead_from"):
+        m.facts("farthest")
+
+
 def test_the_fact_grammar_reads_back() -> None:
     """Every sentence `facts()` writes, the one-room forms of earlier versions too, parses back."""
     m = CoinMap()
