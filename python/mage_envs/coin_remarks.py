@@ -1,0 +1,128 @@
+"""Whether a coin-collector reflection is true, and whether the next attempt acted on it.
+
+`mage replay --remarks` counts remarks that are well formed and informative (they name something the
+attempt saw); it cannot tell a right "Not tried: the bedroom's east door." from a wrong one. This
+reads mage's trial transcripts (a run's `transcripts.jsonl` or `eval-transcripts.jsonl`, a warm
+start's `checks-transcripts.jsonl`), rebuilds each attempt's map with the coin expert's parser, and
+for every attempt followed by another counts:
+- the exits its remark names as not tried, and how many of them the attempt had indeed not tried
+  (an exit it saw that leads nowhere it searched: `CoinMap.untried`);
+- whether the first one named is among them;
+- whether the next attempt went through an exit the remark named, or through one truly not tried,
+  and how often it won then.
+
+    python -m mage_envs.coin_remarks FILE.jsonl [FILE.jsonl …] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from .coin_expert import DIRECTIONS, _UNTRIED_ITEM, coin_map
+
+Exit = tuple[str, str]
+
+
+def attempt_trace(attempt: dict[str, Any]) -> list[tuple[str, str]]:
+    """(action, observation) pairs as `coin_map` reads them; the first action is "" (the start)."""
+    out = [("", str(attempt.get("initialObservation") or ""))]
+    for turn in attempt.get("turns", []):
+        out.append((str(turn.get("action") or ""), str(turn.get("observation") or "")))
+    return out
+
+
+def named_exits(remark: str) -> list[Exit]:
+    """The exits a remark's "Not tried: …" sentence names, in order."""
+    start = remark.find("Not tried:")
+    if start < 0:
+        return []
+    sentence = remark[start:].split(".")[0]
+    return [(room, d) for room, d, _ in _UNTRIED_ITEM.findall(sentence)]
+
+
+def exits_taken(attempt: dict[str, Any]) -> list[Exit]:
+    """The exits an attempt opened or moved through, as (room it was in, direction)."""
+    m = coin_map([], [])
+    out: list[Exit] = []
+    for action, observation in attempt_trace(attempt):
+        words = action.split()
+        if m.here and words and words[-1] in DIRECTIONS and (words[0] == "move" or words[:2] == ["open", "door"]):
+            out.append((m.here, words[-1]))
+        m.apply(action, observation)
+    return out
+
+
+def won(attempt: dict[str, Any]) -> bool:
+    return any(bool(t.get("won")) for t in attempt.get("turns", []))
+
+
+def tally(trials: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """The counts above over every attempt that a later attempt followed."""
+    keys = ("followed", "remarks", "not_tried_remarks", "named", "named_true", "first_named_true",
+            "next_won", "next_through_named", "next_through_named_won", "next_through_true", "next_through_true_won")
+    c = dict.fromkeys(keys, 0)
+    for trial in trials:
+        attempts = trial.get("memory", {}).get("attempts", [])
+        for before, after in zip(attempts, attempts[1:]):
+            c["followed"] += 1
+            reflection = before.get("reflection") or {}
+            text = str(reflection.get("text") or "") if reflection.get("valid", True) else ""
+            c["remarks"] += bool(text)
+            named = named_exits(text)
+            true = set(coin_map(attempt_trace(before), []).untried())
+            c["not_tried_remarks"] += bool(named)
+            c["named"] += len(named)
+            c["named_true"] += sum(x in true for x in named)
+            c["first_named_true"] += bool(named) and named[0] in true
+            taken, next_won = set(exits_taken(after)), won(after)
+            c["next_won"] += next_won
+            if taken & set(named):
+                c["next_through_named"] += 1
+                c["next_through_named_won"] += next_won
+            if taken & true:
+                c["next_through_true"] += 1
+                c["next_through_true_won"] += next_won
+    return c
+
+
+def report(c: dict[str, int]) -> str:
+    def share(a: int, b: int) -> str:
+        return f"{a} of {b}" + (f" ({100 * a / b:.1f}%)" if b else "")
+
+    return "\n".join([
+        f"attempts followed by another: {c['followed']}; with a remark: {c['remarks']}; "
+        f"naming exits not tried: {c['not_tried_remarks']}",
+        f"exits named that the attempt had not tried: {share(c['named_true'], c['named'])}",
+        f"the first exit named right: {share(c['first_named_true'], c['not_tried_remarks'])}",
+        f"next attempt won: {share(c['next_won'], c['followed'])}",
+        f"next attempt went through an exit the remark named: {share(c['next_through_named'], c['followed'])}, "
+        f"won {share(c['next_through_named_won'], c['next_through_named'])}",
+        f"next attempt went through an exit truly not tried: {share(c['next_through_true'], c['followed'])}, "
+        f"won {share(c['next_through_true_won'], c['next_through_true'])}",
+    ])
+
+
+def read_trials(paths: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            out += [json.loads(line) for line in f if line.strip()]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mage_envs.coin_remarks", description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", help="transcript JSONL files (one trial per line)")
+    ap.add_argument("--json", action="store_true", help="print the counts as JSON")
+    a = ap.parse_args(argv)
+    c = tally(read_trials(a.files))
+    print(json.dumps(c) if a.json else report(c))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
