@@ -313,6 +313,27 @@ class CoinMap:
             step = back[step[0]]
         return path[::-1]
 
+    def avoid(self, legal: list[str], chosen: str | None) -> list[str]:
+        """Legal actions that waste a step here, `chosen` excepted: opening a door known to be open,
+        closing one, and moving into a room already searched (the walk back and forth a small
+        model falls into; the expert only goes back through a searched room on a route)."""
+        if self.here is None:
+            return []
+        ways = self.exits.get(self.here, {})
+        out: list[str] = []
+        for action in legal:
+            words = action.split()
+            if action == chosen or not words or words[-1] not in DIRECTIONS:
+                continue
+            d = words[-1]
+            if words[:2] == ["close", "door"]:
+                out.append(action)
+            elif words[:2] == ["open", "door"] and self.closed.get((self.here, d)) is False:
+                out.append(action)
+            elif words[0] == "move" and ways.get(d) is not None and ways[d] in self.searched and ways[d] != self.coin:
+                out.append(action)
+        return out
+
     def next_action(self, legal: list[str]) -> str | None:
         if "take coin" in legal:
             return "take coin"

@@ -232,7 +232,9 @@ class Session(ABC):
         write it inside <action>…</action> (None when the attempt is over or the expert has nothing
         to suggest); `facts` are short sentences on what this attempt has observed so far that are
         worth remembering in a later attempt; `memory` holds facts of earlier attempts, which the
-        expert may use. An environment with an expert overrides this and declares `"expert": true`
+        expert may use. Optionally `"avoid": list[str]`: legal actions the expert judges a waste here
+        (re-opening an open door, walking back into a room already searched), which a warm start may
+        push down. An environment with an expert overrides this and declares `"expert": true`
         in its /info entry; the default answers `no_expert`."""
         raise EnvError("no_expert", "this environment has no expert (its /info entry does not declare \"expert\": true)")
 
@@ -426,7 +428,12 @@ def expert_reply(reply: Json) -> Json:
         raise EnvError("internal", f"the expert's action must be a string or null, got {json.dumps(action)[:80]}")
     if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
         raise EnvError("internal", "the expert's facts must be a list of strings")
-    return {"action": action, "facts": facts}
+    if "avoid" not in reply:
+        return {"action": action, "facts": facts}
+    avoid = reply["avoid"]
+    if not isinstance(avoid, list) or not all(isinstance(a, str) for a in avoid):
+        raise EnvError("internal", "the expert's avoid must be a list of strings")
+    return {"action": action, "facts": facts, "avoid": avoid}
 
 
 class EnvService:

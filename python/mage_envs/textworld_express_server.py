@@ -292,7 +292,9 @@ class TwxSession(Session):
         The other games: the game's gold path while this attempt has followed it, None after a deviation."""
         if self.game.name == "coin":
             m = coin_map(self.trace, memory)
-            return {"action": None if self.done else m.next_action(self.legal), "facts": m.facts(self.facts_lead)}
+            action = None if self.done else m.next_action(self.legal)
+            avoid = [] if self.done else m.avoid(self.legal, action)
+            return {"action": action, "facts": m.facts(self.facts_lead), "avoid": avoid}
         played = [a for a, _ in self.trace[1:]]
         gold = self.gold()
         on_path = played == gold[: len(played)] and len(played) < len(gold)

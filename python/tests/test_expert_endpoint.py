@@ -39,6 +39,30 @@ class BrokenExpertEnv(SleepyEnv):
         return session
 
 
+class AvoidingExpertEnv(SleepyEnv):
+    """An expert that names the actions it judges wasted (`avoid`), well formed or not (seed 2)."""
+
+    name = "avoiding"
+
+    def describe(self) -> Json:
+        return {**super().describe(), "name": self.name}
+
+    def create(self, args: CreateArgs) -> Session:
+        session = super().create(args)
+        avoid: Any = ["wait"] if args.seed == 1 else "wait"
+        session.expert = lambda memory: {"action": "count", "facts": [], "avoid": avoid}  # type: ignore[method-assign]
+        return session
+
+
+def test_the_expert_may_name_actions_to_avoid() -> None:
+    with running([AvoidingExpertEnv()]) as c:
+        good = c.ok("/create", {"env": "avoiding", "seed": 1})["session"]
+        assert c.ok("/expert", {"session": good}) == {"action": "count", "facts": [], "avoid": ["wait"]}
+        bad = c.ok("/create", {"env": "avoiding", "seed": 2})["session"]
+        status, err = c.call("/expert", {"session": bad})
+        assert status == 500 and err["error"]["kind"] == "internal" and "avoid" in err["error"]["message"]
+
+
 def test_info_declares_the_expert_only_where_there_is_one() -> None:
     with running([SleepyEnv(), PlainEnv()]) as c:
         envs = {e["name"]: e for e in c.ok("/info")["environments"]}

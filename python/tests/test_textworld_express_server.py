@@ -224,7 +224,9 @@ def test_the_expert_over_http_a_failed_attempt_then_a_shorter_one(client: Client
     sid = _create(client, "twx-coin", 5, maxSteps=fresh_steps - 2)["session"]
     lost, _, seq = _follow_http(client, sid, [], 0)
     assert not lost["won"]
-    facts = client.ok("/expert", {"session": sid, "memory": []})["facts"]
+    reply = client.ok("/expert", {"session": sid, "memory": []})
+    facts = reply["facts"]
+    assert reply["avoid"] == []  # the attempt is over
     assert client.ok("/expert", {"session": sid, "memory": facts})["action"] is None  # over: nothing to suggest
     client.ok("/restart", {"session": sid, "seq": seq + 1})
     again, steps, _ = _follow_http(client, sid, facts, seq + 1)
@@ -316,6 +318,31 @@ def test_last_room_facts_lead_with_the_exits_the_last_observation_shows(envs: di
     assert through, (facts, again.actions)
     with pytest.raises(ValueError, match="lead_from"):
         m.facts("farthest")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 4])
+def test_the_expert_names_the_wasted_moves(envs: dict[str, TwxEnv], seed: int) -> None:
+    """`avoid` along the expert's own play: legal, never its action; re-opening an open door and
+    closing any are in it; a move is in it exactly when it leads into a room already searched."""
+    s = _session(envs["twx-coin"], seed, maxSteps=10)
+    reopened = False
+    while not s.done:
+        reply = s.expert([])
+        action, avoid = reply["action"], reply["avoid"]
+        m = coin_map(s.trace, [])
+        assert action is not None and action not in avoid and set(avoid) <= set(s.legal), (action, avoid)
+        assert all(a in avoid for a in s.legal if a.startswith("close door") and a != action)
+        for a in s.legal:
+            d = a.split()[-1]
+            if a.startswith("open door") and m.closed.get((m.here or "", d)) is False:
+                assert a in avoid
+                reopened = True
+            if a.startswith("move ") and a != action:
+                dest = m.exits.get(m.here or "", {}).get(d)
+                assert (a in avoid) == (dest is not None and dest in m.searched), (a, dest, m.searched)
+        s.step(f"<action>{action}</action>")
+    assert reopened, "no state of these games had an open door to re-open"
+    assert s.expert([])["avoid"] == []  # over: nothing to push down
 
 
 def test_the_fact_grammar_reads_back() -> None:

@@ -165,6 +165,8 @@ export interface ExpertReply {
   action: string | null;
   /** Short sentences on what this attempt has observed so far, worth remembering in a later attempt. */
   facts: string[];
+  /** Legal actions the expert judges a waste here (optional; a warm start's unlikelihood term pushes them down). */
+  avoid?: string[];
 }
 
 /** A reply that does not follow the protocol (not JSON, a field missing or of the wrong type). */
@@ -411,7 +413,8 @@ export function parseExpertReply(body: unknown): ExpertReply {
   const facts = r.optStrings("facts");
   if (facts === undefined)
     throw new ProtocolError('POST /expert: field "facts" must be a list of strings (missing)');
-  return { action: r.optStr("action") ?? null, facts };
+  const avoid = r.optStrings("avoid");
+  return { action: r.optStr("action") ?? null, facts, ...(avoid !== undefined ? { avoid } : {}) };
 }
 
 /** Reads an error body (`{error: {kind, message, ...}}`); null when the body is not one. */

@@ -57,6 +57,12 @@ describe("the expert endpoint through mage's client", () => {
     assert.throws(() => parseExpertReply({ facts: [] }), ProtocolError);
     assert.throws(() => parseExpertReply({ action: "x", facts: "drawer 1" }), ProtocolError);
     assert.deepEqual(parseExpertReply({ action: null, facts: [] }), { action: null, facts: [] });
+    assert.deepEqual(parseExpertReply({ action: "x", facts: [], avoid: ["y"] }), {
+      action: "x",
+      facts: [],
+      avoid: ["y"],
+    });
+    assert.throws(() => parseExpertReply({ action: "x", facts: [], avoid: "y" }), ProtocolError);
     const info = parseInfoReply({
       protocol: "mage-env/1",
       environments: [{ name: "e", twoPlayer: false, maxTurns: 3, seeds: { min: 0, max: 1 } }],

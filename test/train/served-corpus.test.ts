@@ -29,6 +29,7 @@ import { SERVED_TARGETS, servedTargetChecks } from "../../src/train/pretrain/ser
 import { sftLossFor, weightedExample } from "../../src/train/pretrain/sft.js";
 import { resolveTorchSettings, type TorchPretrainReport } from "../../src/train/pretrain/torch-run.js";
 import { splitWeights } from "../../src/train/pretrain/torch-sft.js";
+import { trialUnlikelyTokens } from "../../src/train/pretrain/unlikely.js";
 import { NO_WORKER, saveTinyHf } from "../learner/tiny-hf.js";
 import { startPythonServer } from "../serve/adapters.js";
 import { runPretrainCaptured } from "./pretrain-capture.js";
@@ -193,6 +194,55 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
       actionWeight: 3,
     });
     assert.deepEqual([...ex.mask], [0, 0, 0, 3, 3, 0]);
+  });
+
+  it("the expert's avoid: its answers carry the answers it judged a waste, which the unlikelihood term pushes down", async () => {
+    const corpus = await buildServedCorpus({
+      def,
+      trials: 8,
+      rng: Rng.seeded(3),
+      epsilon: 0,
+      malformedRate: 0,
+    });
+    const look = "<action>look</action>";
+    let expertAnswers = 0;
+    for (const t of corpus.trials) {
+      assert.equal(t.choices?.length, t.kinds.length);
+      const answers = t.messages.filter((m) => m.role === "assistant");
+      t.kinds.forEach((kind, k) => {
+        const c = t.choices?.[k] ?? null;
+        if (kind !== "action") return assert.equal(c, null);
+        if (c === null) return; // a stuck explorer's answer, not the expert's
+        expertAnswers++;
+        assert.deepEqual(c.illegal, [look]);
+        assert.ok(c.legal.includes(answers[k].content) && !c.legal.includes(look), c.legal.join(" "));
+      });
+    }
+    assert.ok(expertAnswers > 0);
+    assert.ok((corpus.stats.served.wasted?.answers ?? 0) > 0);
+    assert.equal(corpus.stats.served.wasted?.named, corpus.stats.served.wasted?.answers);
+    // Token level: each expert answer gets its first token that differs from "look"'s pushed down.
+    const chars = async (texts: readonly string[]) => texts.map((x) => [...x].map((ch) => ch.charCodeAt(0)));
+    const trial = corpus.trials.find((t) => t.choices?.some((c) => c !== null))!;
+    const texts = trial.messages.filter((m) => m.role === "assistant").map((m) => m.content);
+    const ids: number[] = [];
+    const spans = texts.map((x) => {
+      const start = ids.length;
+      ids.push(...[...x].map((ch) => ch.charCodeAt(0)));
+      return { start, end: ids.length };
+    });
+    const at = await trialUnlikelyTokens("remote", trial, ids, spans, chars);
+    const k = trial.choices!.findIndex((c) => c !== null);
+    const offset = "<action>".length; // "<action>open box 2</action>" and "<action>look</action>" part here
+    assert.deepEqual(at.get(spans[k].start + offset), ["l".charCodeAt(0)]);
+    assert.equal(
+      [...at.keys()].length,
+      trial.choices!.filter((c) => c !== null).length,
+      "one position per expert answer",
+    );
+    // Without choices, a served trial has no unlikely tokens.
+    const { choices: _dropped, ...bare } = trial;
+    assert.equal((await trialUnlikelyTokens("remote", bare, ids, spans, chars)).size, 0);
   });
 
   it("failedShare: that share of trials lose an exploring attempt 1 and reflect; the rest as before", async () => {

@@ -177,7 +177,7 @@ export function formatTorchPretrainReport(r: TorchPretrainReport): string {
   ];
   if (r.unlikely)
     lines.push(
-      `  unlikely ${r.unlikely.tokens} tokens of taken cells' answers (α ${r.settings.unlikelihood}): mean probability ${pct(r.unlikely.meanQFirst)} at the first step, ${pct(r.unlikely.meanQLast)} at the last`,
+      `  unlikely ${r.unlikely.tokens} tokens of ${r.env ? "the answers the expert judged a waste" : "illegal answers"} (α ${r.settings.unlikelihood}): mean probability ${pct(r.unlikely.meanQFirst)} at the first step, ${pct(r.unlikely.meanQLast)} at the last`,
     );
   if (r.evaluation) lines.push(...formatChecks(r.evaluation, t.evalMs));
   if (r.sftResumedAfterStep !== undefined)

@@ -90,6 +90,12 @@ export interface CorpusTrial {
   messages: ChatMessage[];
   /** Kind of each assistant message, in order. */
   kinds: ResponseKind[];
+  /**
+   * Served corpora: per assistant message, the answers its state admitted and the ones the
+   * environment's expert judged a waste there (`avoid`), for the unlikelihood term; null where
+   * it named none. Absent: the built-in games read theirs off the prompt (`answerChoices`).
+   */
+  choices?: (AnswerChoices | null)[];
   attempts: number;
   won: boolean;
 }
@@ -143,10 +149,13 @@ export interface CorpusOptions {
  * the taken cells); null for the others, and for decisions without an illegal answer.
  * `messages` ends with the prompt of the decision.
  */
-export function answerChoices(
-  game: PretrainGame,
-  messages: readonly ChatMessage[],
-): { legal: string[]; illegal: string[] } | null {
+/** The answers a play decision admits (tagged, as written) and those to push down there. */
+export interface AnswerChoices {
+  legal: string[];
+  illegal: string[];
+}
+
+export function answerChoices(game: PretrainGame, messages: readonly ChatMessage[]): AnswerChoices | null {
   const player = PLAYERS[game];
   if (!player.answerSet) return null;
   const legal = new Set(player.legal(messages));
@@ -792,19 +801,25 @@ const SCRIPTED_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, ma
  * of the history memory modes is one chat; a `reflection_only` trial one chat per attempt (each
  * attempt's prompt shows only the earlier attempts' outcomes and reflections).
  */
+/** How a corpus reads its player's calls: which were detours, and each call's answer choices. */
+export interface CallMarks {
+  isDetour?: (row: Row) => boolean;
+  choicesOf?: (row: Row) => AnswerChoices | null;
+}
+
 export function trialTranscripts(
   rec: TrialRecord,
-  isDetour?: (row: Row) => boolean,
-): { messages: ChatMessage[]; kinds: ResponseKind[] }[] {
+  marks: CallMarks = {},
+): { messages: ChatMessage[]; kinds: ResponseKind[]; choices?: (AnswerChoices | null)[] }[] {
   if (rec.rows.length === 0) throw new Error(`trial ${rec.trialId} has no policy calls`);
-  return prefixChains(rec.rows).map((rows) => chainTranscript(rec.trialId, rows, isDetour));
+  return prefixChains(rec.rows).map((rows) => chainTranscript(rec.trialId, rows, marks));
 }
 
 function chainTranscript(
   trialId: number,
   rows: readonly Row[],
-  isDetour?: (row: Row) => boolean,
-): { messages: ChatMessage[]; kinds: ResponseKind[] } {
+  { isDetour, choicesOf }: CallMarks,
+): { messages: ChatMessage[]; kinds: ResponseKind[]; choices?: (AnswerChoices | null)[] } {
   const last = rows[rows.length - 1];
   const messages: ChatMessage[] = [
     ...last.prompt.map((m) => ({ role: m.role, content: m.content })),
@@ -824,7 +839,8 @@ function chainTranscript(
     if (!row.valid) return "malformed";
     return isDetour?.(row) ? "detour" : "action";
   });
-  return { messages, kinds };
+  if (!choicesOf) return { messages, kinds };
+  return { messages, kinds, choices: rows.map((row, i) => (kinds[i] === "action" ? choicesOf(row) : null)) };
 }
 
 /**
@@ -834,11 +850,11 @@ function chainTranscript(
 export function tallyCorpus(
   records: readonly TrialRecord[],
   played: readonly { opponent: string | null; seat: string | null; hindsight: boolean }[],
-  isDetour?: (row: Row) => boolean,
+  marks: CallMarks = {},
 ): { trials: CorpusTrial[]; stats: CorpusStats } {
   const stats: CorpusStats = { trials: 0, playResponses: 0, malformed: 0, reflections: 0 };
   const trials: CorpusTrial[] = records.flatMap((rec, i) => {
-    const chats = trialTranscripts(rec, isDetour);
+    const chats = trialTranscripts(rec, marks);
     stats.trials++;
     if (rec.attempts.some((a) => a.won)) stats.won = (stats.won ?? 0) + 1;
     if (rec.attempts[0]?.won) stats.wonFirst = (stats.wonFirst ?? 0) + 1;
@@ -847,12 +863,13 @@ export function tallyCorpus(
       else stats.playResponses++;
       if (k === "malformed") stats.malformed++;
     }
-    return chats.map(({ messages, kinds }) => ({
+    return chats.map(({ messages, kinds, choices }) => ({
       opponent: played[i].opponent,
       seat: played[i].seat,
       hindsight: played[i].hindsight,
       messages,
       kinds,
+      ...(choices ? { choices } : {}),
       attempts: rec.attempts.length,
       won: rec.attempts.some((a) => a.won),
     }));

@@ -48,6 +48,8 @@ const SettingsSchema = z
     remarkMaxTokens: z.number().int().min(24),
     scoreRandomMoves: z.boolean(),
     remarkWeight: z.number().int().min(1).max(255),
+    /** α of the unlikelihood term on the answers the expert judged a waste (its `avoid`); 0: none. */
+    unlikelihood: z.number().min(0),
     evalBatch: z.number().int().positive(),
     prefixCacheMB: z.number().min(0),
     threads: z.number().int().min(0),

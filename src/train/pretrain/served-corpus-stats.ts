@@ -16,6 +16,12 @@ export interface ServedCorpusStats {
   /** The ε-random moves the game accepted, and whether they are SFT targets (else unscored detours). */
   randomMoves?: number;
   randomMovesScored?: boolean;
+  /**
+   * The expert's answers beside which it named answers a waste (`avoid` in its reply), and how many
+   * it named in all: what a warm start's unlikelihood term can push down. 0 and 0 for an expert
+   * that names none.
+   */
+  wasted?: { answers: number; named: number };
   /** Well-formed accepted play answers (the SFT's action targets) and reflections per one of them. */
   actionAnswers: number;
   remarkToAction: number;

@@ -34,13 +34,14 @@
  */
 import { UsageError } from "../../core/errors.js";
 import { Rng } from "../../core/rng.js";
+import type { ExpertReply } from "../../env/protocol.js";
 import { pretokenize } from "../../model/tokenizer.js";
 import type { GenerateRequest, Generation, Policy, SamplingParams } from "../../policy/types.js";
 import { runTrials } from "../../rollout/runner.js";
 import type { Row, TrialRecord, TrialSpec } from "../../rollout/types.js";
 import { assignGroups } from "../../tasks/population.js";
 import type { RemoteTask, RemoteTaskDefinition } from "../../tasks/remote.js";
-import { type CorpusStats, type CorpusTrial, tallyCorpus } from "./corpus.js";
+import { type AnswerChoices, type CorpusStats, type CorpusTrial, tallyCorpus } from "./corpus.js";
 import type { ServedCorpusStats } from "./served-corpus-stats.js";
 
 export type { ServedCorpusStats } from "./served-corpus-stats.js";
@@ -253,6 +254,8 @@ class ExpertPlayer implements Policy {
   readonly remarkTokens: number[] = [];
   /** The ε-random moves played, by `moveKey` (trial, attempt, turn). */
   private readonly randomMoves = new Set<string>();
+  /** The expert's answers whose state had answers it judged a waste (`avoid`), by `moveKey`. */
+  private readonly wasted = new Map<string, AnswerChoices>();
   stuckAnswers = 0;
 
   constructor(
@@ -264,6 +267,32 @@ class ExpertPlayer implements Policy {
   /** Whether the player answered this call with an ε-random move. */
   readonly playedAtRandom = (row: Row): boolean =>
     this.randomMoves.has(moveKey(row.trialId, row.attempt, row.turn));
+
+  /** The answer choices of a call the expert answered where it named wasted answers; else null. */
+  readonly choicesOf = (row: Row): AnswerChoices | null =>
+    this.wasted.get(moveKey(row.trialId, row.attempt, row.turn)) ?? null;
+
+  /** Expert answers with wasted answers named beside them, and how many were named. */
+  wastedCounts(): { answers: number; named: number } {
+    const named = [...this.wasted.values()].reduce((a, c) => a + c.illegal.length, 0);
+    return { answers: this.wasted.size, named };
+  }
+
+  /** Plays the expert's advice, noting the answers it judged a waste at this state. */
+  private advised(
+    key: NonNullable<GenerateRequest["trial"]>,
+    legal: readonly string[],
+    advice: ExpertReply,
+  ): string | null {
+    if (advice.action === null) return null;
+    const avoid = new Set((advice.avoid ?? []).filter((a) => a !== advice.action && legal.includes(a)));
+    if (avoid.size > 0)
+      this.wasted.set(moveKey(key.trialId, key.attempt, key.turn), {
+        legal: legal.filter((a) => !avoid.has(a)).map(tag),
+        illegal: [...avoid].map(tag),
+      });
+    return tag(advice.action);
+  }
 
   register(trialId: number, task: RemoteTask): RemoteTask {
     this.tasks.set(trialId, task);
@@ -319,8 +348,7 @@ class ExpertPlayer implements Policy {
     }
     const memory = this.stated.get(key.trialId) ?? [];
     this.onExpert?.({ trialId: key.trialId, attempt: key.attempt, turn: key.turn, memory: [...memory] });
-    const advice = await task.expert(memory);
-    return tag(advice.action ?? random);
+    return this.advised(key, legal, await task.expert(memory)) ?? tag(random);
   }
 
   /** The explorer's attempt 1: the expert's actions within the budget, then stuck answers. */
@@ -334,8 +362,8 @@ class ExpertPlayer implements Policy {
   ): Promise<string> {
     if (key.turn < plan.budget) {
       this.onExpert?.({ trialId: key.trialId, attempt: key.attempt, turn: key.turn, memory: [] });
-      const advice = await task.expert([]);
-      if (advice.action !== null) return tag(advice.action);
+      const advised = this.advised(key, legal, await task.expert([]));
+      if (advised !== null) return advised;
     }
     this.stuckAnswers++;
     return tag(stuckCommand(legal, seen, rng.derive("stuck")));
@@ -443,6 +471,7 @@ function servedStats(
     stuckAnswers: player.stuckAnswers,
     randomMoves,
     randomMovesScored: settings.scoreRandomMoves,
+    wasted: player.wastedCounts(),
     actionAnswers: actions,
     remarkToAction: actions > 0 ? remarks / actions : 0,
     remarkTokens: {
@@ -488,7 +517,10 @@ export async function buildServedCorpus(opts: ServedCorpusOptions): Promise<Serv
   const { trials, stats } = tallyCorpus(
     records,
     specs.map(() => ({ opponent: null, seat: null, hindsight: false })),
-    settings.scoreRandomMoves ? undefined : player.playedAtRandom,
+    {
+      ...(settings.scoreRandomMoves ? {} : { isDetour: player.playedAtRandom }),
+      choicesOf: player.choicesOf,
+    },
   );
   return {
     game: "remote",
@@ -512,6 +544,11 @@ export function servedCorpusText(s: ServedCorpusStats): string {
     `failedShare ${s.failedShare}: ${s.explorerTrials} exploring first attempts, ${s.explorerLost} lost, ` +
     `${s.stuckAnswers} stuck answers${randomMovesText(s)}); attempt 2 won ${s.wonSecondAfterLostFirst} of ${s.lostFirst} trials lost at attempt 1; ` +
     `remarks ${t.mean.toFixed(1)} tokens on average, ${t.max} at most (estimated; cap ${t.cap}, ${t.overCap} over); ` +
-    `${s.remarkToAction.toFixed(3)} remarks per accepted action (${s.actionAnswers} actions)`
+    `${s.remarkToAction.toFixed(3)} remarks per accepted action (${s.actionAnswers} actions)${wastedText(s)}`
   );
+}
+
+function wastedText(s: ServedCorpusStats): string {
+  if (!s.wasted || s.wasted.answers === 0) return "";
+  return `; ${s.wasted.named} answers the expert judged a waste, beside ${s.wasted.answers} of its own`;
 }

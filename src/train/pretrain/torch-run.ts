@@ -536,7 +536,7 @@ async function renderPhase(
     actionWeight: r.settings.actionWeight,
     ...(r.settings.remarkWeight !== undefined ? { remarkWeight: r.settings.remarkWeight } : {}),
     remarkTokens,
-    ...(r.settings.unlikelihood > 0 && r.game !== "remote"
+    ...(r.settings.unlikelihood > 0
       ? { unlikely: { game: r.game, tokenize: cachedTokenizer(templateTokenizer(learner)) } }
       : {}),
   });

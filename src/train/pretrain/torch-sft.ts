@@ -35,7 +35,7 @@ export async function encodeWithTemplate(
   learner: TorchLearner,
   trials: readonly CorpusTrial[],
   opts: Omit<EncodeOptions, "contextLoss"> & {
-    unlikely?: { game: PretrainGame; tokenize: AnswerTokenizer };
+    unlikely?: { game: PretrainGame | "remote"; tokenize: AnswerTokenizer };
     remarkTokens?: number[];
   },
 ): Promise<SftExample[]> {

@@ -45,11 +45,12 @@ export type AnswerTokenizer = (texts: readonly string[]) => Promise<number[][]>;
 /**
  * For each trial, its unlikely tokens as positions in its rendered ids → token ids: every
  * well-formed play answer whose decision has illegal answers (TicTacToe: taken cells; MineSweeper:
- * revealed cells).
+ * revealed cells; a served environment: the answers its expert judged a waste there, carried by
+ * the trial as `choices`).
  * `spans` are the trial's assistant spans in the rendered ids, in message order.
  */
 export async function trialUnlikelyTokens(
-  game: PretrainGame,
+  game: PretrainGame | "remote",
   trial: CorpusTrial,
   ids: readonly number[],
   spans: readonly { start: number; end: number }[],
@@ -61,7 +62,11 @@ export async function trialUnlikelyTokens(
     if (trial.messages[m].role !== "assistant") continue;
     const k = answerIndex++;
     if (trial.kinds[k] !== "action") continue;
-    const choices = answerChoices(game, trial.messages.slice(0, m));
+    const choices = trial.choices
+      ? (trial.choices[k] ?? null)
+      : game === "remote"
+        ? null
+        : answerChoices(game, trial.messages.slice(0, m));
     if (!choices) continue;
     const span = spans[k];
     const answer = ids.slice(span.start, span.end);
