@@ -209,14 +209,17 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
     for (const t of corpus.trials) {
       assert.equal(t.choices?.length, t.kinds.length);
       const answers = t.messages.filter((m) => m.role === "assistant");
-      t.kinds.forEach((kind, k) => {
+      for (const [k, kind] of t.kinds.entries()) {
         const c = t.choices?.[k] ?? null;
-        if (kind !== "action") return assert.equal(c, null);
-        if (c === null) return; // a stuck explorer's answer, not the expert's
+        if (kind !== "action") {
+          assert.equal(c, null);
+          continue;
+        }
+        if (c === null) continue; // a stuck explorer's answer, not the expert's
         expertAnswers++;
         assert.deepEqual(c.illegal, [look]);
         assert.ok(c.legal.includes(answers[k].content) && !c.legal.includes(look), c.legal.join(" "));
-      });
+      }
     }
     assert.ok(expertAnswers > 0);
     assert.ok((corpus.stats.served.wasted?.answers ?? 0) > 0);
