@@ -10,6 +10,7 @@ import type { ChatMessage } from "../../src/policy/types.js";
 import { readTrialLog } from "../../src/replay/read.js";
 import type { TrialRecord } from "../../src/rollout/types.js";
 import { openRemoteTask, type RemoteTaskDefinition } from "../../src/tasks/remote.js";
+import type { AnswerChoices } from "../../src/train/pretrain/corpus.js";
 import type { PretrainEvaluation } from "../../src/train/pretrain/evaluate.js";
 import { CHECKS_TRANSCRIPTS_FILE } from "../../src/train/pretrain/served-checks.js";
 import {
@@ -210,7 +211,7 @@ describe("the served corpus player (an ε-imperfect expert)", () => {
       assert.equal(t.choices?.length, t.kinds.length);
       const answers = t.messages.filter((m) => m.role === "assistant");
       for (const [k, kind] of t.kinds.entries()) {
-        const c = t.choices?.[k] ?? null;
+        const c: AnswerChoices | null = t.choices?.[k] ?? null;
         if (kind !== "action") {
           assert.equal(c, null);
           continue;
