@@ -28,10 +28,12 @@ Exit = tuple[str, str]
 
 
 def attempt_trace(attempt: dict[str, Any]) -> list[tuple[str, str]]:
-    """(action, observation) pairs as `coin_map` reads them; the first action is "" (the start)."""
+    """(action, observation) pairs as `coin_map` reads them; the first action is "" (the start).
+    Invalid answers are left out: the game never saw them (their observation is the last one again)."""
     out = [("", str(attempt.get("initialObservation") or ""))]
     for turn in attempt.get("turns", []):
-        out.append((str(turn.get("action") or ""), str(turn.get("observation") or "")))
+        if turn.get("valid", True):
+            out.append((str(turn.get("action") or ""), str(turn.get("observation") or "")))
     return out
 
 

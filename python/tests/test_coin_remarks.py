@@ -50,6 +50,15 @@ def test_a_wrong_first_exit_and_a_remark_without_exits() -> None:
     assert none["next_through_true"] == 1
 
 
+def test_invalid_answers_are_not_read_as_moves() -> None:
+    """An invalid answer repeats the last observation; read as a move it would name a door "home"."""
+    t = trial("Not tried: the kitchen's east door.")
+    first = t["memory"]["attempts"][0]["turns"]
+    first.insert(1, {**turn("open door to home", "You open the wood door, revealing the backyard."), "valid": False})
+    c = tally([t])
+    assert (c["named"], c["named_true"]) == (1, 1)
+
+
 def test_the_command_reads_jsonl_files(tmp_path: Path, capsys: Any) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(trial("Not tried: the kitchen's east door.")) + "\n")
