@@ -9,6 +9,7 @@ import { buildPrompt } from "../../src/tasks/prompts.js";
 import { TicTacToeTask } from "../../src/tasks/tictactoe.js";
 import type { PromptStyle, ReflectionType } from "../../src/tasks/types.js";
 import { prefixChains } from "../../src/train/batch.js";
+import { stepResult } from "./step-fixture.js";
 
 /**
  * What each memory mode (LaMer's `reflection_type`) shows of an earlier attempt, in both prompt
@@ -101,19 +102,12 @@ describe("the end of an attempt in compact prompts", () => {
   /** A served-style attempt: no feedback lines, everything in the observations. */
   function servedAttempt(lastFeedback: string): TrialMemory {
     const turn = (action: string, obs: string, done: boolean) => ({
-      reward: 0,
-      done,
-      won: false,
-      draw: false,
-      score: 0,
-      valid: true,
-      action,
-      feedback: "",
-      observation: obs,
-      compactFeedback: done ? lastFeedback : "",
-      compactObservation: obs,
+      ...stepResult(
+        action,
+        obs,
+        done ? { done, compactFeedback: lastFeedback, compactOutcome: "Not done." } : {},
+      ),
       response: `<action>${action}</action>`,
-      ...(done ? { compactOutcome: "Not done." } : {}),
     });
     return {
       task: "served",

@@ -17,25 +17,11 @@ import {
 } from "../../src/tasks/remark-quality.js";
 import { RemoteTask } from "../../src/tasks/remote.js";
 import { TicTacToeTask } from "../../src/tasks/tictactoe.js";
-import type { AttemptSeen, StepResult, TaskPromptText } from "../../src/tasks/types.js";
+import type { AttemptSeen, TaskPromptText } from "../../src/tasks/types.js";
 import { unskilledBehaviour } from "../../src/train/pretrain/corpus.js";
+import { stepResult } from "./step-fixture.js";
 
-function turn(action: string, observation: string, extra: Partial<StepResult> = {}): StepResult {
-  return {
-    reward: 0,
-    done: false,
-    won: false,
-    draw: false,
-    score: 0,
-    valid: true,
-    action,
-    feedback: "",
-    observation,
-    compactFeedback: "",
-    compactObservation: observation,
-    ...extra,
-  };
-}
+const turn = stepResult;
 
 /** The coin collector's prompt text as the TextWorldExpress adapter writes it. */
 const COIN_PROMPT: TaskPromptText = {
