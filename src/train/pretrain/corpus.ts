@@ -143,18 +143,18 @@ export interface CorpusOptions {
   taskOptions?: Pick<TaskOptions, "knobs" | "movesPerTurn" | "maxSteps">;
 }
 
-/**
- * The play answers of a decision, legal and not, written as the scripted player writes them
- * (`<action>(2, 3)</action>`), for games with a small answer set (TicTacToe: the illegal ones are
- * the taken cells); null for the others, and for decisions without an illegal answer.
- * `messages` ends with the prompt of the decision.
- */
 /** The answers a play decision admits (tagged, as written) and those to push down there. */
 export interface AnswerChoices {
   legal: string[];
   illegal: string[];
 }
 
+/**
+ * The play answers of a decision, legal and not, written as the scripted player writes them
+ * (`<action>(2, 3)</action>`), for games with a small answer set (TicTacToe: the illegal ones are
+ * the taken cells); null for the others, and for decisions without an illegal answer.
+ * `messages` ends with the prompt of the decision.
+ */
 export function answerChoices(game: PretrainGame, messages: readonly ChatMessage[]): AnswerChoices | null {
   const player = PLAYERS[game];
   if (!player.answerSet) return null;
@@ -796,21 +796,21 @@ export function malformedKinds(game: string): string[] {
 /** Sampling fields the runner passes on; the scripted agent ignores them. */
 const SCRIPTED_SAMPLING: SamplingParams = { temperature: 1, topP: 1, topK: 0, maxTokens: 64, stop: [] };
 
-/**
- * A trial's calls as chats: one per maximal prefix chain of its rows (`prefixChains`). A trial
- * of the history memory modes is one chat; a `reflection_only` trial one chat per attempt (each
- * attempt's prompt shows only the earlier attempts' outcomes and reflections).
- */
 /** How a corpus reads its player's calls: which were detours, and each call's answer choices. */
 export interface CallMarks {
   isDetour?: (row: Row) => boolean;
   choicesOf?: (row: Row) => AnswerChoices | null;
 }
 
-export function trialTranscripts(
-  rec: TrialRecord,
-  marks: CallMarks = {},
-): { messages: ChatMessage[]; kinds: ResponseKind[]; choices?: (AnswerChoices | null)[] }[] {
+/** One prefix chain of a trial as a chat, with each answer's kind and (served corpora) its choices. */
+type ChainTranscript = { messages: ChatMessage[]; kinds: ResponseKind[]; choices?: (AnswerChoices | null)[] };
+
+/**
+ * A trial's calls as chats: one per maximal prefix chain of its rows (`prefixChains`). A trial
+ * of the history memory modes is one chat; a `reflection_only` trial one chat per attempt (each
+ * attempt's prompt shows only the earlier attempts' outcomes and reflections).
+ */
+export function trialTranscripts(rec: TrialRecord, marks: CallMarks = {}): ChainTranscript[] {
   if (rec.rows.length === 0) throw new Error(`trial ${rec.trialId} has no policy calls`);
   return prefixChains(rec.rows).map((rows) => chainTranscript(rec.trialId, rows, marks));
 }
@@ -819,7 +819,7 @@ function chainTranscript(
   trialId: number,
   rows: readonly Row[],
   { isDetour, choicesOf }: CallMarks,
-): { messages: ChatMessage[]; kinds: ResponseKind[]; choices?: (AnswerChoices | null)[] } {
+): ChainTranscript {
   const last = rows[rows.length - 1];
   const messages: ChatMessage[] = [
     ...last.prompt.map((m) => ({ role: m.role, content: m.content })),
