@@ -24,6 +24,11 @@ a next attempt needs first (a reflection under a token cap keeps the first ones)
 With `facts(lead_from="last-room")` the leading exits not tried are those of the room the attempt
 ended in, where it has any (the last observation shows them, so a small model can copy them rather
 than work them out from the whole attempt), and the links of the route to that room come next.
+With `facts(lead_from="plan")` that lead is followed by a plan, the commands that walk from the
+attempt's first room along the known route and through the first exit named ("Plan: move west, open
+door to south, move south."; a door first seen closed is opened before it is walked through, and
+every door starts closed), so a next attempt can copy its first moves instead of working the route
+out; the expert of a next attempt plays a remembered plan while its commands are legal.
 `remember` also reads the one-room forms of earlier versions ("The coin was not in the kitchen.",
 "The corridor's north door was not opened.").
 """
@@ -50,9 +55,11 @@ _FACT_UNOPENED = re.compile(r"The (.+?)'s (north|south|east|west) door was not o
 _FACT_NOT_IN = re.compile(r"The coin was not in (the .+)\.")
 _FACT_UNTRIED = re.compile(r"Not tried: (.+)\.")
 _UNTRIED_ITEM = re.compile(r"the (.+?)'s (north|south|east|west) (door|exit)")
+_COMMAND = r"(?:open door to|move) (?:north|south|east|west)"
+_FACT_PLAN = re.compile(rf"Plan: ({_COMMAND}(?:, {_COMMAND})*)\.")
 MAX_UNTRIED = 3  # exits the "Not tried" facts name
 LEAD_UNTRIED = 2  # of them in the leading fact (short enough to survive a capped remark; the rest come later)
-LEAD_FROM = ("nearest", "last-room")  # which exits not tried the leading fact names (`CoinMap.facts`)
+LEAD_FROM = ("nearest", "last-room", "plan")  # what the leading facts name (`CoinMap.facts`)
 
 
 def join_words(items: list[str], last: str) -> str:
@@ -102,6 +109,9 @@ class CoinMap:
     here: str | None = None
     start: str | None = None  # the first room this attempt was in
     looked: set[str] = field(default_factory=set)  # rooms whose description this attempt has read
+    first_closed: dict[tuple[str, str], bool] = field(default_factory=dict)  # each door as first seen: its state at a restart
+    played: list[str] = field(default_factory=list)  # this attempt's actions, in order
+    plan: list[str] = field(default_factory=list)  # the commands of the last "Plan:" fact remembered
 
     def link(self, room: str, d: str, dest: str) -> None:
         for a, way, b in ((room, d, dest), (dest, OPPOSITE[d], room)):
@@ -121,6 +131,7 @@ class CoinMap:
             if door:
                 self.doors.add((look.room, d))
                 self.closed[(look.room, d)] = closed
+                self.first_closed.setdefault((look.room, d), closed)
             if dest is not None:
                 self.link(look.room, d, dest)
         if look.coin:
@@ -130,6 +141,8 @@ class CoinMap:
 
     def apply(self, action: str, observation: str) -> None:
         """One step of the attempt: the action played and the text it got back."""
+        if action:
+            self.played.append(action)
         words = action.split()
         look = read_look(observation)
         if look is not None:
@@ -164,6 +177,8 @@ class CoinMap:
             elif m := _FACT_UNOPENED.fullmatch(fact.strip()):
                 self.doors.add((m.group(1), m.group(2)))
                 self.exits.setdefault(m.group(1), {}).setdefault(m.group(2), None)
+            elif m := _FACT_PLAN.fullmatch(fact.strip()):
+                self.plan = m.group(1).split(", ")
             elif m := _FACT_UNTRIED.fullmatch(fact.strip()):
                 for room, d, kind in _UNTRIED_ITEM.findall(m.group(1)):
                     if kind == "door":
@@ -230,11 +245,34 @@ class CoinMap:
         untried = untried[:MAX_UNTRIED]
         return untried[:LEAD_UNTRIED], untried[LEAD_UNTRIED:]
 
+    def _commands(self, links: list[tuple[str, str, str]]) -> list[str]:
+        """The commands that walk `links` (room, direction, destination) from a restart, when every door
+        is as it was first seen: a door first seen closed is opened before the move through it."""
+        out: list[str] = []
+        for room, d, dest in links:
+            # one door, two sides: the side first seen open may have been opened from the other
+            closed = self.first_closed.get((room, d), True) or self.first_closed.get((dest, OPPOSITE[d]), False)
+            if (room, d) in self.doors and closed:
+                out.append(f"open door to {d}")
+            out.append(f"move {d}")
+        return out
+
+    def _plan_fact(self, back: dict[str, tuple[str, str, str] | None], room: str, d: str | None) -> str:
+        """"Plan: move west, open door to south, move south.": from the first room along the known
+        route to `room`, then through its exit `d` (None: stop in `room`); "" when the route is not known."""
+        if room not in back:
+            return ""
+        commands = self._commands(self._route_links(back, room))
+        if d is not None:
+            commands += self._commands([(room, d, self.exits.get(room, {}).get(d) or "")])
+        return f"Plan: {', '.join(commands)}." if commands else ""
+
     def facts(self, lead_from: str = "nearest") -> list[str]:
         """The facts to hand on, first needed first (see the module's docstring). `lead_from`
-        (`nearest` or `last-room`) picks the exits the leading fact names; with `last-room` the
-        links of the routes to them follow it at once (before where the coin was not), so that a
-        remark cut at its cap still says how to get there."""
+        (`nearest`, `last-room` or `plan`) picks the exits the leading fact names; with `last-room`
+        the links of the routes to them follow it at once (before where the coin was not), so that a
+        remark cut at its cap still says how to get there; `plan` is `last-room` with a plan there
+        (through the first exit named, or to the coin's room) right after the leading fact."""
         if lead_from not in LEAD_FROM:
             raise ValueError(f"lead_from must be one of {', '.join(LEAD_FROM)}, got {lead_from!r}")
         back = self._tree()
@@ -243,14 +281,20 @@ class CoinMap:
         not_in = f"The coin was not in {join_words([f'the {r}' for r in self.searched], 'or')}." if self.searched else None
         if self.coin:
             out.append(f"The coin was in the {self.coin}.")
+            if lead_from == "plan" and (plan := self._plan_fact(back, self.coin, None)):
+                out.append(plan)
             first = self._route_links(back, self.coin)
             out += [self._link_fact(*link) for link in first]
             out += [not_in] if not_in else []
         else:
-            lead, rest = self._lead_untried(lead_from)
+            lead, rest = self._lead_untried("last-room" if lead_from == "plan" else lead_from)
+            if lead_from == "plan":  # one exit in the lead, leaving the cap's room to the plan through it
+                lead, rest = lead[:1], (lead[1:] + rest)[: MAX_UNTRIED - 1]
             if lead:
                 out.append(self._untried_fact(lead))
-            if lead_from == "last-room":
+            if lead_from == "plan" and lead and (plan := self._plan_fact(back, *lead[0])):
+                out.append(plan)
+            if lead_from in ("last-room", "plan"):
                 for room, _ in lead:
                     first += [link for link in self._route_links(back, room) if link not in first]
                 out += [self._link_fact(*link) for link in first]
@@ -334,11 +378,20 @@ class CoinMap:
                 out.append(action)
         return out
 
+    def _planned(self, legal: list[str]) -> str | None:
+        """The plan's next command while this attempt has played the plan so far and it is legal."""
+        k = len(self.played)
+        if k < len(self.plan) and self.played == self.plan[:k] and self.plan[k] in legal:
+            return self.plan[k]
+        return None
+
     def next_action(self, legal: list[str]) -> str | None:
         if "take coin" in legal:
             return "take coin"
         if self.here is None:
             return "look around" if "look around" in legal else None
+        if (planned := self._planned(legal)) is not None:
+            return planned
         route = self._route(self.coin) if self.coin and self.coin != self.here else None
         if route is None and not self.coin:
             route = self._route_to_named()

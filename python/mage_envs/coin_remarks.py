@@ -9,7 +9,10 @@ for every attempt followed by another counts:
   (an exit it saw that leads nowhere it searched: `CoinMap.untried`);
 - whether the first one named is among them;
 - whether the next attempt went through an exit the remark named, or through one truly not tried,
-  and how often it won then.
+  and how often it won then;
+- for a remark with a plan ("Plan: move west, open door to south, move south."): whether the plan
+  walks the attempt's map from its first room and ends through an exit truly not tried (or in the
+  room where the coin was), and whether the next attempt began with the plan's commands, and won.
 
     python -m mage_envs.coin_remarks FILE.jsonl [FILE.jsonl …] [--json]
 """
@@ -22,7 +25,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .coin_expert import DIRECTIONS, _UNTRIED_ITEM, coin_map
+from .coin_expert import _FACT_PLAN, DIRECTIONS, _UNTRIED_ITEM, CoinMap, coin_map
 
 Exit = tuple[str, str]
 
@@ -46,6 +49,37 @@ def named_exits(remark: str) -> list[Exit]:
     return [(room, d) for room, d, _ in _UNTRIED_ITEM.findall(sentence)]
 
 
+def plan_of(remark: str) -> list[str]:
+    """The commands of a remark's "Plan: …" sentence ([] when it has none the expert could read)."""
+    start = remark.find("Plan:")
+    if start < 0:
+        return []
+    m = _FACT_PLAN.match(remark[start:].split(".")[0] + ".")
+    return m.group(1).split(", ") if m else []
+
+
+def plan_right(plan: list[str], m: CoinMap) -> bool:
+    """Whether `plan` walks the attempt's map `m` from its first room along exits it knows (doors
+    opened before they are walked through) and ends through an exit truly not tried, or in the coin's room."""
+    room, opened, untried = m.start, set(), set(m.untried())
+    for i, command in enumerate(plan):
+        words = command.split()
+        d, last = words[-1], i == len(plan) - 1
+        if room is None or d not in m.exits.get(room, {}):
+            return False
+        if words[0] == "open":
+            if (room, d) not in m.doors:
+                return False
+            opened.add((room, d))
+            continue
+        if (room, d) in m.doors and (room, d) not in opened:
+            return False
+        if last and (room, d) in untried:
+            return True
+        room = m.exits[room][d]
+    return room is not None and room == m.coin
+
+
 def exits_taken(attempt: dict[str, Any]) -> list[Exit]:
     """The exits an attempt opened or moved through, as (room it was in, direction)."""
     m = coin_map([], [])
@@ -65,7 +99,9 @@ def won(attempt: dict[str, Any]) -> bool:
 def tally(trials: Iterable[dict[str, Any]]) -> dict[str, int]:
     """The counts above over every attempt that a later attempt followed."""
     keys = ("followed", "remarks", "not_tried_remarks", "named", "named_true", "first_named_true",
-            "next_won", "next_through_named", "next_through_named_won", "next_through_true", "next_through_true_won")
+            "next_won", "next_through_named", "next_through_named_won", "next_through_true", "next_through_true_won",
+            "plans", "plans_right", "next_followed_plan", "next_followed_plan_won",
+            "next_followed_right_plan", "next_followed_right_plan_won")
     c = dict.fromkeys(keys, 0)
     for trial in trials:
         attempts = trial.get("memory", {}).get("attempts", [])
@@ -75,7 +111,8 @@ def tally(trials: Iterable[dict[str, Any]]) -> dict[str, int]:
             text = str(reflection.get("text") or "") if reflection.get("valid", True) else ""
             c["remarks"] += bool(text)
             named = named_exits(text)
-            true = set(coin_map(attempt_trace(before), []).untried())
+            seen = coin_map(attempt_trace(before), [])
+            true = set(seen.untried())
             c["not_tried_remarks"] += bool(named)
             c["named"] += len(named)
             c["named_true"] += sum(x in true for x in named)
@@ -88,6 +125,17 @@ def tally(trials: Iterable[dict[str, Any]]) -> dict[str, int]:
             if taken & true:
                 c["next_through_true"] += 1
                 c["next_through_true_won"] += next_won
+            plan = plan_of(text)
+            if plan:
+                right = plan_right(plan, seen)
+                played = [a for a, _ in attempt_trace(after)[1:]]
+                c["plans"] += 1
+                c["plans_right"] += right
+                if played[: len(plan)] == plan:
+                    c["next_followed_plan"] += 1
+                    c["next_followed_plan_won"] += next_won
+                    c["next_followed_right_plan"] += right
+                    c["next_followed_right_plan_won"] += right and next_won
     return c
 
 
@@ -105,6 +153,12 @@ def report(c: dict[str, int]) -> str:
         f"won {share(c['next_through_named_won'], c['next_through_named'])}",
         f"next attempt went through an exit truly not tried: {share(c['next_through_true'], c['followed'])}, "
         f"won {share(c['next_through_true_won'], c['next_through_true'])}",
+        *([
+            f"remarks with a plan: {c['plans']}; plans right: {share(c['plans_right'], c['plans'])}",
+            f"next attempt began with the plan: {share(c['next_followed_plan'], c['plans'])}, "
+            f"won {share(c['next_followed_plan_won'], c['next_followed_plan'])}; "
+            f"with a right plan {c['next_followed_right_plan']}, won {c['next_followed_right_plan_won']}",
+        ] if c["plans"] else []),
     ])
 
 

@@ -327,7 +327,8 @@ class TwxEnv(Environment):
             config["factsLead"] = {
                 "type": "string", "choices": list(LEAD_FROM), "default": LEAD_FROM[0],
                 "description": "the expert's facts after an attempt without the coin lead with the exits not tried "
-                               "nearest the first room (nearest) or those of the room the attempt ended in (last-room)"}
+                               "nearest the first room (nearest) or those of the room the attempt ended in (last-room), or "
+                               "those and then a plan: the commands from the first room through the first of them (plan)"}
         return {
             "name": self.name,
             "description": f"TextWorldExpress {self.game.title}: {self.game.hint} The seed is TextWorldExpress's game "

@@ -1,5 +1,6 @@
 """The coin remark tally (`python -m mage_envs.coin_remarks`) on a hand-written two-attempt trial:
-a remark with one right and one wrong exit, a next attempt that goes through the right one and wins."""
+a remark with one right and one wrong exit, a next attempt that goes through the right one and wins;
+plans that are right or wrong, followed or not."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mage_envs.coin_remarks import exits_taken, main, named_exits, tally
+from mage_envs.coin_remarks import exits_taken, main, named_exits, plan_of, tally
 
 KITCHEN = ("You are in the kitchen. In one part of the room you see a stove. \n"
            "To the North you see a closed wood door. To the East you see a closed plain door.")
@@ -66,3 +67,16 @@ def test_the_command_reads_jsonl_files(tmp_path: Path, capsys: Any) -> None:
     assert json.loads(capsys.readouterr().out)["named_true"] == 1
     assert main([str(path)]) == 0
     assert "exits named that the attempt had not tried: 1 of 1 (100.0%)" in capsys.readouterr().out
+
+
+def test_a_right_plan_followed_and_wrong_plans() -> None:
+    """The next attempt plays "open door to east, move east" and wins: the plan that says so is right
+    and followed; one through the tried north door, one through the east door unopened, and one
+    through an exit the kitchen does not have are wrong and not followed."""
+    right = tally([trial("Not tried: the kitchen's east door. Plan: open door to east, move east.")])
+    assert (right["plans"], right["plans_right"], right["next_followed_plan"], right["next_followed_plan_won"]) == (1, 1, 1, 1)
+    assert (right["next_followed_right_plan"], right["next_followed_right_plan_won"]) == (1, 1)
+    for plan in ("open door to north, move north", "move east", "move west"):
+        wrong = tally([trial(f"Plan: {plan}.")])
+        assert (wrong["plans"], wrong["plans_right"], wrong["next_followed_plan"]) == (1, 0, 0), plan
+    assert plan_of("Plan: move up, go north.") == [] and tally([trial("Plan: go north.")])["plans"] == 0

@@ -320,6 +320,46 @@ def test_last_room_facts_lead_with_the_exits_the_last_observation_shows(envs: di
         m.facts("farthest")
 
 
+@pytest.mark.parametrize("seed", [1, 3, 4, 7, 9])
+def test_plan_facts_walk_from_the_first_room_through_the_named_exit(envs: dict[str, TwxEnv], seed: int) -> None:
+    """`factsLead: plan`: the last-room lead, then a plan of commands from the first room through the
+    first exit it names; given those two facts only, the next attempt plays the plan and wins. The
+    plan opens every door it walks through (all start closed), found or not by this attempt."""
+    fresh = _follow(_session(envs["twx-coin"], seed, numLocations=8), [])
+    assert fresh is not None and fresh >= 4, fresh
+    cut = _session(envs["twx-coin"], seed, numLocations=8, factsLead="plan")
+    while cut.steps < fresh - 2:
+        cut.step(f"<action>{cut.expert([])['action']}</action>")
+    m = coin_map(cut.trace, [])
+    facts = cut.expert([])["facts"]
+    assert facts == m.facts("plan") and facts[0] == m.facts("last-room")[0] and facts[1].startswith("Plan: "), facts
+    plan = facts[1][len("Plan: "):-1].split(", ")
+    named = CoinMap()
+    named.remember(facts[:1])
+    room, d = named.named[0]
+    assert plan[-1] == f"move {d}" and (plan[-2] == f"open door to {d}") == ((room, d) in m.doors), (facts, m.doors)
+    again = _session(envs["twx-coin"], seed, numLocations=8)
+    assert _follow(again, facts[:2]) is not None and again.actions[: len(plan)] == plan, (plan, again.actions)
+    walked = coin_map([], [])
+    for action, observation in again.trace[: len(plan)]:
+        walked.apply(action, observation)
+    assert walked.here == room  # the plan's last command is the move through the named exit
+
+
+def test_a_plan_the_game_refuses_is_dropped() -> None:
+    """The expert follows a remembered plan only while this attempt has played it so far and its next
+    command is legal; after that it explores as without one."""
+    m = CoinMap()
+    m.remember(["Plan: move south, move east."])
+    assert m._planned(["move south", "move north"]) == "move south"
+    m.played = ["move north"]
+    assert m._planned(["move south", "move east"]) is None
+    m.played = ["move south"]
+    assert m._planned(["move east"]) == "move east" and m._planned(["move west"]) is None
+    m.played = ["move south", "move east"]
+    assert m._planned(["move east"]) is None
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 4])
 def test_the_expert_names_the_wasted_moves(envs: dict[str, TwxEnv], seed: int) -> None:
     """`avoid` along the expert's own play: legal, never its action; re-opening an open door and
@@ -354,12 +394,14 @@ def test_the_fact_grammar_reads_back() -> None:
         "The kitchen's south door leads to the corridor.",
         "The coin was not in the bedroom.",
         "The bedroom's west door was not opened.",
+        "Plan: move south, open door to east, move east.",
     ])
     assert m.searched == ["kitchen", "living room", "corridor", "pantry", "bedroom"]
     assert m.exits["corridor"]["east"] is None and ("corridor", "east") in m.doors
     assert m.exits["kitchen"]["east"] is None and ("kitchen", "east") not in m.doors
     assert m.exits["kitchen"]["south"] == "corridor" and ("kitchen", "south") in m.doors
     assert m.exits["bedroom"]["west"] is None and ("bedroom", "west") in m.doors
+    assert m.plan == ["move south", "open door to east", "move east"]
     assert split_rooms("the kitchen") == ["kitchen"] and join_words(["a", "b", "c"], "or") == "a, b or c"
     again = CoinMap()
     again.remember(m.facts())
