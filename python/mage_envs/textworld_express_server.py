@@ -25,6 +25,7 @@ engine in a hash order that changes between runs, so they are sorted.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +121,25 @@ def compact_room(text: str) -> str:
     return "\n".join([" ".join(kept)] + lines[1:])
 
 
+_ROOM_NAME = re.compile(r"You are in the (.+?)\.")
+_EXIT_TO = re.compile(r"(you see the )(.+?)(\.)")
+
+
+def visited_rooms(trace: list[tuple[str, str]]) -> set[str]:
+    """The rooms an attempt has been in: those its observations (`trace`, (action, observation)) began in."""
+    return {m.group(1) for _, o in trace if (m := _ROOM_NAME.match(o))}
+
+
+def mark_visited(text: str, visited: set[str]) -> str:
+    """A compact room description with " (visited)" after each exit's room that is in `visited`."""
+    lines = text.split("\n")
+    if not lines[0].startswith("You are in the ") or len(lines) < 2:
+        return text
+    lines[1] = _EXIT_TO.sub(lambda m: m.group(1) + m.group(2) + (" (visited)" if m.group(2) in visited else "") + m.group(3),
+                            lines[1])
+    return "\n".join(lines)
+
+
 class TwxEngine:
     """The JVM and its one game interface, with the session whose game it holds."""
 
@@ -177,6 +197,7 @@ class TwxSession(Session):
         self.split = str(args.config["split"])
         self.max_steps = int(args.config["maxSteps"])
         self.facts_lead = str(args.config.get("factsLead", LEAD_FROM[0]))
+        self.mark_visited = bool(args.config.get("markVisited", False))
         self.params = ",".join(p.wire(args.config[p.name]) for p in self.game.params)
         with env.engine.lock:
             message = env.engine.load(self.game.name, self.params)
@@ -245,6 +266,8 @@ class TwxSession(Session):
         furniture (the room, the coin when it is there, the exits), then the valid actions."""
         if self.game.name == "coin":
             text = compact_room(text)
+            if self.mark_visited:
+                text = mark_visited(text, visited_rooms(self.trace))
         return text if self.done else f"{text}\nActions: {', '.join(self.legal)}."
 
     def state(self) -> Json:
@@ -329,6 +352,11 @@ class TwxEnv(Environment):
                 "description": "the expert's facts after an attempt without the coin lead with the exits not tried "
                                "nearest the first room (nearest) or those of the room the attempt ended in (last-room), or "
                                "those and then a plan: the commands from the first room through the first of them (plan)"}
+            config["markVisited"] = {
+                "type": "boolean", "default": False,
+                "description": "compact observations mark each exit's room this attempt has been in with "
+                               "\"(visited)\" (a restart forgets them): an aid within the attempt, which "
+                               "changes the task; results with it compare only with results with it"}
         return {
             "name": self.name,
             "description": f"TextWorldExpress {self.game.title}: {self.game.hint} The seed is TextWorldExpress's game "

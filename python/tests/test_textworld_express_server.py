@@ -111,6 +111,7 @@ def test_seeds_must_lie_in_the_split(client: Client, split: str, seed: int, vali
         ("twx-twc", {"numItemsToPutAway": 5}, "config.numItemsToPutAway", "[1, 4]"),
         ("twx-coin", {"split": "valid"}, "config.split", "train"),
         ("twx-coin", {"maxSteps": 0}, "config.maxSteps", "[1, 500]"),
+        ("twx-coin", {"markVisited": 1}, "config.markVisited", "boolean"),
     ],
 )
 def test_bad_config_names_the_field(client: Client, env: str, config: dict[str, Any], field: str, fragment: str) -> None:
@@ -406,6 +407,27 @@ def test_the_fact_grammar_reads_back() -> None:
     again = CoinMap()
     again.remember(m.facts())
     assert again.searched == m.searched and again.exits == m.exits
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mark_visited_names_the_rooms_this_attempt_was_in(envs: dict[str, TwxEnv], seed: int) -> None:
+    """`markVisited`: after a move through an exit, the room left is marked "(visited)" in the compact
+    observation of the room entered (the full one is the game's own); a restart forgets; off by default."""
+    marked, plain = _session(envs["twx-coin"], seed, markVisited=True), _session(envs["twx-coin"], seed)
+    for s in (marked, plain):
+        assert "(visited)" not in s.state()["compactObservation"]
+    start = coin_map(marked.trace, []).here
+    move = next(a for a in ("open door to east", "open door to north", "open door to south", "open door to west",
+                            "move east", "move north", "move south", "move west") if a in marked.legal)
+    moves = [move, f"move {move.split()[-1]}"] if move.startswith("open") else [move]
+    replies = {id(s): [s.step(f"<action>{a}</action>") for a in moves] for s in (marked, plain)}
+    assert coin_map(marked.trace, []).here != start
+    assert f"the {start} (visited)." in marked.state()["compactObservation"], marked.state()["compactObservation"]
+    assert replies[id(marked)][-1]["compactObservation"] == marked.state()["compactObservation"]
+    assert "(visited)" not in plain.state()["compactObservation"] and "(visited)" not in marked.observation
+    assert marked.state()["compactObservation"].replace(" (visited)", "") == plain.state()["compactObservation"]
+    marked.restart()
+    assert "(visited)" not in marked.state()["compactObservation"]
 
 
 def test_compact_coin_observations_drop_the_furniture(client: Client) -> None:
