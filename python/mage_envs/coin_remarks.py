@@ -13,6 +13,8 @@ for every attempt followed by another counts:
 - for a remark with a plan ("Plan: move west, open door to south, move south."): whether the plan
   walks the attempt's map from its first room and ends through an exit truly not tried (or in the
   room where the coin was), and whether the next attempt began with the plan's commands, and won.
+Over every attempt it also counts the walk's waste: valid steps, moves into a room the attempt had
+already been in, and doors opened that were already open.
 
     python -m mage_envs.coin_remarks FILE.jsonl [FILE.jsonl …] [--json]
 """
@@ -25,7 +27,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .coin_expert import _FACT_PLAN, DIRECTIONS, _UNTRIED_ITEM, CoinMap, coin_map
+from .coin_expert import _FACT_PLAN, DIRECTIONS, _UNTRIED_ITEM, CoinMap, coin_map, read_look
 
 Exit = tuple[str, str]
 
@@ -92,6 +94,21 @@ def exits_taken(attempt: dict[str, Any]) -> list[Exit]:
     return out
 
 
+def walk_waste(attempt: dict[str, Any]) -> tuple[int, int, int]:
+    """(valid steps, moves back into a room this attempt had been in, opens of a door already open)."""
+    been: set[str] = set()
+    steps = revisits = reopens = 0
+    for action, observation in attempt_trace(attempt):
+        look = read_look(observation)
+        if action:
+            steps += 1
+            revisits += look is not None and action.startswith("move ") and look.room in been
+            reopens += action.startswith("open door") and observation.startswith("That is already open")
+        if look is not None:
+            been.add(look.room)
+    return steps, revisits, reopens
+
+
 def won(attempt: dict[str, Any]) -> bool:
     return any(bool(t.get("won")) for t in attempt.get("turns", []))
 
@@ -101,10 +118,16 @@ def tally(trials: Iterable[dict[str, Any]]) -> dict[str, int]:
     keys = ("followed", "remarks", "not_tried_remarks", "named", "named_true", "first_named_true",
             "next_won", "next_through_named", "next_through_named_won", "next_through_true", "next_through_true_won",
             "plans", "plans_right", "next_followed_plan", "next_followed_plan_won",
-            "next_followed_right_plan", "next_followed_right_plan_won")
+            "next_followed_right_plan", "next_followed_right_plan_won", "attempts", "steps", "revisits", "reopens")
     c = dict.fromkeys(keys, 0)
     for trial in trials:
         attempts = trial.get("memory", {}).get("attempts", [])
+        for attempt in attempts:
+            steps, revisits, reopens = walk_waste(attempt)
+            c["attempts"] += 1
+            c["steps"] += steps
+            c["revisits"] += revisits
+            c["reopens"] += reopens
         for before, after in zip(attempts, attempts[1:]):
             c["followed"] += 1
             reflection = before.get("reflection") or {}
@@ -149,6 +172,8 @@ def report(c: dict[str, int]) -> str:
         f"exits named that the attempt had not tried: {share(c['named_true'], c['named'])}",
         f"the first exit named right: {share(c['first_named_true'], c['not_tried_remarks'])}",
         f"next attempt won: {share(c['next_won'], c['followed'])}",
+        f"the walk, over {c['attempts']} attempts: {c['steps']} valid steps; moves back into a room the attempt "
+        f"had been in: {share(c['revisits'], c['steps'])}; doors opened that were open: {share(c['reopens'], c['steps'])}",
         f"next attempt went through an exit the remark named: {share(c['next_through_named'], c['followed'])}, "
         f"won {share(c['next_through_named_won'], c['next_through_named'])}",
         f"next attempt went through an exit truly not tried: {share(c['next_through_true'], c['followed'])}, "

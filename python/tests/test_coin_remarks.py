@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mage_envs.coin_remarks import exits_taken, main, named_exits, plan_of, tally
+from mage_envs.coin_remarks import exits_taken, main, named_exits, plan_of, tally, walk_waste
 
 KITCHEN = ("You are in the kitchen. In one part of the room you see a stove. \n"
            "To the North you see a closed wood door. To the East you see a closed plain door.")
@@ -80,3 +80,15 @@ def test_a_right_plan_followed_and_wrong_plans() -> None:
         wrong = tally([trial(f"Plan: {plan}.")])
         assert (wrong["plans"], wrong["plans_right"], wrong["next_followed_plan"]) == (1, 0, 0), plan
     assert plan_of("Plan: move up, go north.") == [] and tally([trial("Plan: go north.")])["plans"] == 0
+
+
+def test_the_walks_waste_moves_back_and_doors_already_open() -> None:
+    """Attempt 1 goes north and back south (a move into the kitchen it was in) and opens the open door;
+    attempt 2 goes east once: no waste."""
+    t = trial("Not tried: the kitchen's east door.")
+    first = t["memory"]["attempts"][0]
+    first["turns"] += [turn("move south", KITCHEN.replace("closed wood door", "open wood door")),
+                       turn("open door to north", "That is already open.")]
+    assert walk_waste(first) == (4, 1, 1) and walk_waste(t["memory"]["attempts"][1]) == (3, 0, 0)
+    c = tally([t])
+    assert (c["attempts"], c["steps"], c["revisits"], c["reopens"]) == (2, 7, 1, 1)
