@@ -370,6 +370,8 @@ class TwxEnv(Environment):
             "config": config,
             "legalActions": True,
             "expert": True,
+            # markVisited's mark is not something a remark learns from the attempt
+            **({"remarks": {"informative": "observed-terms", "ignoreWords": ["visited"]}} if self.game.name == "coin" else {}),
         }
 
     def create(self, args: CreateArgs) -> Session:

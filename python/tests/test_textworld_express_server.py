@@ -428,6 +428,8 @@ def test_mark_visited_names_the_rooms_this_attempt_was_in(envs: dict[str, TwxEnv
     assert marked.state()["compactObservation"].replace(" (visited)", "") == plain.state()["compactObservation"]
     marked.restart()
     assert "(visited)" not in marked.state()["compactObservation"]
+    # the mark is no informative term of a remark
+    assert envs["twx-coin"].describe()["remarks"] == {"informative": "observed-terms", "ignoreWords": ["visited"]}
 
 
 def test_compact_coin_observations_drop_the_furniture(client: Client) -> None:
