@@ -5,6 +5,7 @@ import { categoryMetrics, type TrialOutcome } from "../../src/evaluate/metrics.j
 import { newTrialMemory, recordTurn, startAttempt } from "../../src/tasks/memory.js";
 import { buildPrompt } from "../../src/tasks/prompts.js";
 import type { StepResult, TaskPromptText } from "../../src/tasks/types.js";
+import { stepResult } from "./step-fixture.js";
 
 /**
  * What served ALFWorld adds to the shared prompt builder, protocol reader and measures: a task may
@@ -23,20 +24,10 @@ const TEXT: TaskPromptText = {
 };
 
 function step(i: number, legal: string[]): StepResult {
-  return {
-    reward: 0,
-    done: false,
-    won: false,
-    draw: false,
-    score: 0,
-    valid: true,
-    action: `go to place ${i}`,
-    feedback: "",
-    observation: `You arrive at place ${i}.`,
-    compactFeedback: "",
+  return stepResult(`go to place ${i}`, `You arrive at place ${i}.`, {
     compactObservation: `place ${i}`,
     legalActions: legal,
-  };
+  });
 }
 
 describe("full prompts of tasks that list their legal actions", () => {
